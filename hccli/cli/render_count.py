@@ -1,0 +1,161 @@
+"""Rich renderables for `hc count-params` (built here, printed by output.show)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from rich.table import Table
+from rich.text import Text
+
+from hccli.accounting import HC_TITLES
+from hccli.cli.output import safe
+from hccli.count_report import CountReport
+from hccli.inventory import COMPONENT_TITLES
+
+SITE_TITLES = {"attn": "attention site", "ffn": "FFN site", "head": "head mix"}
+
+
+def _n(x: int) -> str:
+    return f"{x:,}"
+
+
+def _gb(b: int) -> str:
+    return f"{b / 1e9:,.2f} GB"
+
+
+def _header(r: CountReport) -> Iterator[Any]:
+    c = r.config
+    stage_word = "DSpark" if c.stage_kind == "dspark" else "MTP"
+    yield Text.from_markup(
+        f"[bold]{safe(c.source)}[/] ({c.style} style, family {c.family}): "
+        f"{c.n_layers} layers + {c.n_stages} {stage_word} stage{'s' if c.n_stages != 1 else ''}, "
+        f"dim {c.dim:,}, hc_mult {c.hc_mult}, {c.hc_sinkhorn_iters} Sinkhorn iterations, eps {c.hc_eps:g}, "
+        f"{'head mix' if c.has_head_mix else 'no head mix'}"
+    )
+    for note in c.notes:
+        yield Text.from_markup(f"[yellow]note:[/] {safe(note)}")
+
+
+def _selection(r: CountReport) -> Iterator[Any]:
+    sel = r.selection
+    yield Text.from_markup(f"\n[bold]Selection[/]: {safe(sel.description)}")
+    for line in sel.lines:
+        yield Text("  " + line.text)
+    if len(sel.lines) > 1:
+        unit = "site" if sel.instances == 1 else "sites"
+        if sel.per_instance is not None:
+            yield Text.from_markup(f"  [bold]Total: {_n(sel.per_instance)} x {sel.instances} {unit} = {_n(sel.total)}[/]")
+        else:
+            yield Text.from_markup(f"  [bold]Total: {sel.instances} {unit}, {_n(sel.total)}[/]")
+
+
+def _per_site(r: CountReport) -> Iterator[Any]:
+    per = r.per_site()
+    if "attn" in per and per.get("ffn") == per["attn"]:  # the usual case: show one table for both
+        per = {"attn+ffn": per["attn"], **{k: v for k, v in per.items() if k not in ("attn", "ffn")}}
+    for site, info in per.items():
+        title = "One attention or FFN site" if site == "attn+ffn" else f"One {SITE_TITLES[site]}"
+        t = Table(title=f"{title} (per layer)", title_justify="left", show_edge=False)
+        t.add_column("component")
+        t.add_column("calculation")
+        t.add_column("parameters", justify="right")
+        for comp, n in info["params"].items():
+            t.add_row(f"{HC_TITLES[comp]} ({comp})", info["detail"][comp], _n(n))
+        t.add_row("[bold]site total[/]", "", f"[bold]{_n(info['total'])}[/]")
+        yield Text("")
+        yield t
+
+
+def _groups(r: CountReport) -> Iterator[Any]:
+    t = Table(title="Layer groups", title_justify="left", show_edge=False)
+    for col, just in (("group", "left"), ("layers", "right"), ("what", "left"), ("HC parameters", "right")):
+        t.add_column(col, justify=just)
+    for g in r.group_rows():
+        t.add_row(g["label"], str(g["layers"]), g["description"], _n(g["hc_params"]))
+    yield Text("")
+    yield t
+    tp, st = r.text_path(), r.stages()
+    head = f" (head mix {_n(tp['head_mix_params'])})" if tp["head_mix_params"] else ""
+    yield Text.from_markup(f"\n[bold]Text path HC parameters[/]: {_n(tp['hc_params'])} in {tp['sites']} sites{head}")
+    if st["count"]:
+        word = "DSpark" if st["kind"] == "dspark" else "MTP"
+        yield Text(f"{word} stages, reported beside: {_n(st['hc_params'])} in {st['sites']} sites "
+                   f"(add --stages to select them)")
+
+
+def _layers(r: CountReport) -> Iterator[Any]:
+    t = Table(title="Per layer", title_justify="left", show_edge=False)
+    for col in ("layer", "roles", "ratio", "group", "attn", "ffn", "head", "total"):
+        t.add_column(col, justify="left" if col in ("layer", "roles", "group") else "right")
+    for row in r.layer_rows():
+        t.add_row(row["name"], ",".join(row["roles"]), str(row["compress_ratio"]), row["group"],
+                  _n(row["attn"]), _n(row["ffn"]), _n(row["head"]) if row["head"] else "-", _n(row["total"]))
+    yield Text("")
+    yield t
+
+
+CONVENTIONS = (
+    ("stored_bytes", "stored bytes", "bytes of tensor data in the shards (file size minus headers)"),
+    ("stored_elements", "stored elements", "header element counts: an I8 of packed fp4 is 1, scales included"),
+    ("stored_elements_without_scales", "stored elements, no scales", "the same without F8_E8M0 scales"),
+    ("logical_params", "logical parameters", "fp4 bytes count 2, scales 0: everything incl. vision and stages"),
+    ("text_path_params", "text path parameters", "logical, without vision and DSpark/MTP stages"),
+    ("text_path_backbone_params", "text path without Engram", "the transformer backbone alone"),
+    ("text_path_engram_params", "Engram tables and projections", "inside the text path"),
+    ("vision_params", "vision", "vision.*, aligner.*, image_* tensors"),
+    ("stage_params", "DSpark/MTP stages", "mtp.* tensors"),
+    ("text_path_hc_params", "hyper-connections (text path)", "hc_* tensors outside the stages"),
+)
+
+
+def _model(r: CountReport) -> Iterator[Any]:
+    from hccli.count_report import totals_json
+
+    tot = r.totals
+    assert tot is not None
+    doc = totals_json(tot)
+    t = Table(title="Whole model, by component", title_justify="left", show_edge=False)
+    for col in ("component", "tensors", "stored elements", "stored bytes", "logical parameters"):
+        t.add_column(col, justify="left" if col == "component" else "right")
+    for c in tot.components:
+        t.add_row(COMPONENT_TITLES[c.component], _n(c.tensors), _n(c.stored_elements), _gb(c.stored_bytes),
+                  _n(c.logical_params))
+    t.add_row("[bold]all[/]", f"[bold]{_n(tot.tensors)}[/]", f"[bold]{_n(tot.stored_elements)}[/]",
+              f"[bold]{_gb(tot.stored_bytes)}[/]", f"[bold]{_n(tot.logical_params)}[/]")
+    yield Text("")
+    yield t
+    d = Table(title="Bytes per dtype", title_justify="left", show_edge=False)
+    for col in ("dtype", "tensors", "elements", "bytes"):
+        d.add_column(col, justify="left" if col == "dtype" else "right")
+    for k, v in sorted(tot.dtypes.items(), key=lambda kv: -kv[1]["bytes"]):
+        d.add_row(k, _n(v["tensors"]), _n(v["elements"]), f"{_n(v['bytes'])} ({_gb(v['bytes'])})")
+    yield Text("")
+    yield d
+    cv = Table(title="Totals under each counting convention", title_justify="left", show_edge=False)
+    cv.add_column("convention")
+    cv.add_column("value", justify="right")
+    cv.add_column("", justify="right")
+    cv.add_column("JSON key (see README: counting conventions)")
+    for key, title, _what in CONVENTIONS:
+        value = doc[key]
+        cv.add_row(title, _n(value), f"{value / 1e9:,.2f} G", key)
+    yield Text("")
+    yield cv
+    if not tot.exact:
+        yield Text.from_markup(
+            "[yellow]best effort:[/] only the hyper-connection tensors of this family are exact; "
+            "the rest of the inventory follows public header readings and may differ from a release."
+        )
+
+
+def renderables(r: CountReport) -> Iterator[Any]:
+    yield from _header(r)
+    if r.selection.filtered:
+        yield from _selection(r)
+    else:
+        yield from _per_site(r)
+        yield from _groups(r)
+    if r.by_layer:
+        yield from _layers(r)
+    if r.totals is not None:
+        yield from _model(r)

@@ -1,0 +1,344 @@
+"""The tensors a config implies: name, shape, safetensors dtype, component.
+
+This is the one source of truth that count-params, make-checkpoint and verify
+read. For V4.1 every tensor follows the published checkpoint layout
+(reference/deepseek-v4-family.md) and is marked exact. For the V4 family
+(V4-Flash, V4-Pro, their 0731/0813 releases) the hyper-connection tensors,
+head mix included, are exact; the rest is best effort (exact=False) and the
+output says so.
+
+Quantised weights: fp8(o, i) is `.weight` F8_E4M3 [o, i] plus `.scale` F8_E8M0
+[ceil(o/B), ceil(i/B)] with B the config's block; fp4(o, i) is `.weight` I8
+[o, i/2] (two E2M1 values a byte) plus `.scale` F8_E8M0 [o, i/32].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import ceil, prod
+from hccli.config import ModelConfig
+from hccli.layers import LayerPlan, plan_layers
+
+# Components, in the order --model lists them.
+COMPONENTS = (
+    "attention",
+    "indexer",
+    "compressor",
+    "router",
+    "routed_experts",
+    "shared_expert",
+    "norms",
+    "embeddings_head",
+    "engram",
+    "hyper_connections",
+    "vision",
+    "dspark",
+)
+
+COMPONENT_TITLES = {
+    "attention": "Attention",
+    "indexer": "Indexer",
+    "compressor": "KV compressor",
+    "router": "Router",
+    "routed_experts": "Routed experts",
+    "shared_expert": "Shared expert",
+    "norms": "Norms",
+    "embeddings_head": "Embeddings / head",
+    "engram": "Engram",
+    "hyper_connections": "Hyper-connections",
+    "vision": "Vision",
+    "dspark": "DSpark / MTP stages",
+}
+
+DTYPE_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E8M0": 1, "I8": 1, "I64": 8}
+
+
+@dataclass(frozen=True, slots=True)
+class TensorSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    component: str
+    layer: int | None  # backbone layer, or n_layers + s for stage s; None for global tensors
+    scope: str  # "text" | "vision" | "stage"
+    fp4_packed: bool = False  # I8 bytes holding two E2M1 values each
+    exact: bool = True
+
+    @property
+    def elements(self) -> int:
+        return prod(self.shape)
+
+    @property
+    def nbytes(self) -> int:
+        return self.elements * DTYPE_BYTES[self.dtype]
+
+    @property
+    def is_scale(self) -> bool:
+        """F8_E8M0 tensors are quantisation metadata, not parameters."""
+        return self.dtype == "F8_E8M0"
+
+    @property
+    def logical_params(self) -> int:
+        if self.is_scale:
+            return 0
+        return self.elements * 2 if self.fp4_packed else self.elements
+
+
+@dataclass(frozen=True)
+class Inventory:
+    config: ModelConfig
+    plan: LayerPlan
+    tensors: tuple[TensorSpec, ...]
+
+    @property
+    def exact(self) -> bool:
+        return all(t.exact for t in self.tensors)
+
+    def by_name(self) -> dict[str, TensorSpec]:
+        return {t.name: t for t in self.tensors}
+
+
+class _Builder:
+    def __init__(self, cfg: ModelConfig):
+        self.cfg = cfg
+        self.out: list[TensorSpec] = []
+        self.layer: int | None = None
+        self.scope = "text"
+        self.exact = cfg.family == "v4.1"
+
+    def add(self, name: str, shape: tuple[int, ...], dtype: str, component: str, *, exact: bool | None = None,
+            fp4: bool = False) -> None:
+        self.out.append(TensorSpec(name, tuple(shape), dtype, component, self.layer, self.scope, fp4,
+                                   self.exact if exact is None else exact))
+
+    def fp8(self, prefix: str, o: int, i: int, component: str) -> None:
+        b = self.cfg.fp8_block
+        self.add(f"{prefix}.weight", (o, i), "F8_E4M3", component)
+        self.add(f"{prefix}.scale", (ceil(o / b), ceil(i / b)), "F8_E8M0", component)
+
+    def fp4(self, prefix: str, o: int, i: int, component: str) -> None:
+        self.add(f"{prefix}.weight", (o, i // 2), "I8", component, fp4=True)
+        self.add(f"{prefix}.scale", (o, ceil(i / 32)), "F8_E8M0", component)
+
+    def expert_linear(self, prefix: str, o: int, i: int, component: str) -> None:
+        (self.fp4 if self.cfg.expert_dtype == "fp4" else self.fp8)(prefix, o, i, component)
+
+
+def _hc_site(b: _Builder, prefix: str, site: str) -> None:
+    cfg = b.cfg
+    p = f"{prefix}." if prefix else ""
+    mix = cfg.mix_hc if site != "head" else cfg.hc_mult
+    n_scale = 3 if site != "head" else 1
+    b.add(f"{p}hc_{site}_fn", (mix, cfg.hc_mult * cfg.dim), "F32", "hyper_connections", exact=True)
+    b.add(f"{p}hc_{site}_base", (mix,), "F32", "hyper_connections", exact=True)
+    b.add(f"{p}hc_{site}_scale", (n_scale,), "F32", "hyper_connections", exact=True)
+
+
+def _attention(b: _Builder, p: str) -> None:
+    cfg = b.cfg
+    H, hd, D = cfg.n_heads, cfg.head_dim, cfg.dim
+    b.fp8(f"{p}.attn.wq_a", cfg.q_lora_rank, D, "attention")
+    b.add(f"{p}.attn.q_norm.weight", (cfg.q_lora_rank,), "BF16", "attention")
+    b.fp8(f"{p}.attn.wq_b", H * hd, cfg.q_lora_rank, "attention")
+    b.fp8(f"{p}.attn.wkv", hd, D, "attention")
+    b.add(f"{p}.attn.kv_norm.weight", (hd,), "BF16", "attention")
+    b.fp8(f"{p}.attn.wo_a", cfg.o_groups * cfg.o_lora_rank, H * hd // cfg.o_groups, "attention")
+    b.fp8(f"{p}.attn.wo_b", D, cfg.o_groups * cfg.o_lora_rank, "attention")
+    b.add(f"{p}.attn.attn_sink", (H,), "F32", "attention")
+
+
+def _compressor_v41(b: _Builder, p: str, ratio: int) -> None:
+    cfg = b.cfg
+    b.add(f"{p}.attn.compressor.wkv.weight", (cfg.head_dim, cfg.dim), "BF16", "compressor")
+    if ratio == 2:  # softmax pooling of pairs needs the gate
+        b.add(f"{p}.attn.compressor.wgate.weight", (cfg.head_dim, cfg.dim), "BF16", "compressor")
+    b.add(f"{p}.attn.compressor.norm.weight", (cfg.head_dim,), "BF16", "compressor")
+    b.add(f"{p}.attn.indexer.wk.weight", (cfg.index_head_dim, cfg.head_dim), "BF16", "indexer")
+    b.add(f"{p}.attn.indexer.k_norm.weight", (cfg.index_head_dim,), "BF16", "indexer")
+
+
+def _index_query(b: _Builder, p: str) -> None:
+    cfg = b.cfg
+    b.fp8(f"{p}.attn.indexer.wq_b", cfg.index_n_heads * cfg.index_head_dim, cfg.q_lora_rank, "indexer")
+    b.add(f"{p}.attn.indexer.weights_proj.weight", (cfg.index_n_heads, cfg.dim), "BF16", "indexer")
+
+
+def _compressor_v4(b: _Builder, prefix: str, ratio: int, head_dim: int, component: str) -> None:
+    # Best effort (third-party header readings): overlapping ratio-4 compression doubles the width.
+    coeff = 2 if ratio == 4 else 1
+    b.add(f"{prefix}.ape", (ratio, coeff * head_dim), "F32", component)
+    b.add(f"{prefix}.wkv.weight", (coeff * head_dim, b.cfg.dim), "BF16", component)
+    b.add(f"{prefix}.wgate.weight", (coeff * head_dim, b.cfg.dim), "BF16", component)
+    b.add(f"{prefix}.norm.weight", (head_dim,), "BF16", component)
+
+
+def _ffn(b: _Builder, p: str, n_experts: int, hash_routed: bool) -> None:
+    cfg = b.cfg
+    D, I = cfg.dim, cfg.moe_inter_dim
+    b.add(f"{p}.ffn.gate.weight", (n_experts, D), "BF16", "router")
+    if hash_routed:
+        b.add(f"{p}.ffn.gate.tid2eid", (cfg.vocab_size, cfg.n_activated_experts), "I64", "router")
+    else:
+        b.add(f"{p}.ffn.gate.bias", (n_experts,), "F32", "router")
+        if cfg.family == "v4.1":
+            b.add(f"{p}.ffn.gate.bias_vl", (n_experts,), "F32", "router")
+    for x in range(n_experts):
+        e = f"{p}.ffn.experts.{x}"
+        b.expert_linear(f"{e}.w1", I, D, "routed_experts")
+        b.expert_linear(f"{e}.w3", I, D, "routed_experts")
+        b.expert_linear(f"{e}.w2", D, I, "routed_experts")
+    if cfg.n_shared_experts:
+        Is = I * cfg.n_shared_experts
+        b.fp8(f"{p}.ffn.shared_experts.w1", Is, D, "shared_expert")
+        b.fp8(f"{p}.ffn.shared_experts.w3", Is, D, "shared_expert")
+        b.fp8(f"{p}.ffn.shared_experts.w2", D, Is, "shared_expert")
+
+
+def _engram(b: _Builder, p: str, rows: int) -> None:
+    cfg = b.cfg
+    n, hd = cfg.engram_max_ngram_size, cfg.engram_head_dim
+    b.add(f"{p}.engram.embed.weight", (rows, hd), "F8_E4M3", "engram")
+    b.add(f"{p}.engram.embed.scale", (rows, ceil(hd / cfg.fp8_block)), "F8_E8M0", "engram")
+    b.fp8(f"{p}.engram.wkv", cfg.dim * (n + 1), (n - 1) * cfg.engram_n_heads * hd, "engram")
+    b.add(f"{p}.engram.q_weight", (n, cfg.dim), "BF16", "engram")
+    b.add(f"{p}.engram.k_weight", (n, cfg.dim), "BF16", "engram")
+
+
+def _block(b: _Builder, plan: LayerPlan, i: int) -> None:
+    cfg = b.cfg
+    info = plan.layers[i]
+    p = info.name
+    _hc_site(b, p, "attn")
+    _hc_site(b, p, "ffn")
+    b.add(f"{p}.attn_norm.weight", (cfg.dim,), "BF16", "norms")
+    b.add(f"{p}.ffn_norm.weight", (cfg.dim,), "BF16", "norms")
+    _attention(b, p)
+    ratio = info.compress_ratio
+    if cfg.family == "v4.1":
+        if not info.is_stage:
+            if info.role == "source":
+                _compressor_v41(b, p, ratio)
+            if ratio and i in cfg.index_source_layers:
+                _index_query(b, p)
+            if info.engram:
+                _engram(b, p, cfg.engram_num_embeddings[cfg.engram_layer_ids.index(i)])
+    elif ratio:
+        _compressor_v4(b, f"{p}.attn.compressor", ratio, cfg.head_dim, "compressor")
+        if ratio == 4:
+            _index_query(b, p)
+            _compressor_v4(b, f"{p}.attn.indexer.compressor", ratio, cfg.index_head_dim, "indexer")
+    n_experts = cfg.stage_routed_experts if info.is_stage else cfg.n_routed_experts
+    _ffn(b, p, n_experts, info.hash_routed)
+
+
+def _stages_extra(b: _Builder) -> None:
+    cfg = b.cfg
+    D = cfg.dim
+    last = f"mtp.{cfg.n_stages - 1}"
+    if cfg.stage_kind == "dspark":
+        b.fp8("mtp.0.main_proj", D, len(cfg.dspark_target_layer_ids) * D, "dspark")
+        b.add("mtp.0.main_norm.weight", (D,), "BF16", "dspark")
+        b.add(f"{last}.norm.weight", (D,), "BF16", "dspark")
+        r = cfg.dspark_markov_rank
+        if cfg.family == "v4.1":
+            b.add(f"{last}.markov_head.embed.weight", (cfg.vocab_size, r), "BF16", "dspark")
+            b.add(f"{last}.markov_head.head.weight", (cfg.vocab_size, r), "BF16", "dspark")
+        else:
+            b.add(f"{last}.markov_head.markov_w1.weight", (cfg.vocab_size, r), "BF16", "dspark")
+            b.add(f"{last}.markov_head.markov_w2.weight", (cfg.vocab_size, r), "BF16", "dspark")
+        b.add(f"{last}.confidence_head.proj.weight", (1, D + r), "BF16", "dspark")
+    else:  # next-token prediction layers in the V3 manner (best effort)
+        for s in range(cfg.n_stages):
+            p = f"mtp.{s}"
+            b.layer = cfg.n_layers + s
+            b.fp8(f"{p}.e_proj", D, D, "dspark")
+            b.fp8(f"{p}.h_proj", D, D, "dspark")
+            b.add(f"{p}.enorm.weight", (D,), "BF16", "dspark")
+            b.add(f"{p}.hnorm.weight", (D,), "BF16", "dspark")
+            b.add(f"{p}.norm.weight", (D,), "BF16", "dspark")
+    if cfg.has_head_mix:
+        b.layer = cfg.n_layers + cfg.n_stages - 1
+        _hc_site(b, last, "head")
+
+
+def _vision(b: _Builder) -> None:
+    v = b.cfg.vision
+    assert v is not None
+    D = b.cfg.dim
+    b.scope = "vision"
+    b.layer = None
+    add = lambda name, shape: b.add(name, shape, "BF16", "vision")  # noqa: E731
+    add("vision.patch_embed.proj.weight", (v.dim, 3 * v.patch_size * v.patch_size))
+    add("vision.patch_embed.proj.bias", (v.dim,))
+    for k in range(v.n_layers):
+        q = f"vision.blocks.{k}"
+        add(f"{q}.attn.wqkv.weight", (3 * v.dim, v.dim))
+        add(f"{q}.attn.wqkv.bias", (3 * v.dim,))
+        add(f"{q}.attn.wo.weight", (v.dim, v.dim))
+        add(f"{q}.attn.wo.bias", (v.dim,))
+        add(f"{q}.mlp.w1.weight", (2 * v.inter_dim, v.dim))
+        add(f"{q}.mlp.w2.weight", (v.dim, v.inter_dim))
+        add(f"{q}.norm1.weight", (v.dim,))
+        add(f"{q}.norm2.weight", (v.dim,))
+    add("vision.norm.weight", (v.dim,))
+    r = v.downsample_ratio
+    add("aligner.w1.weight", (D, v.dim * r * r))
+    add("aligner.w1.bias", (D,))
+    add("aligner.w2.weight", (D, D))
+    add("aligner.w2.bias", (D,))
+    for name in ("image_start", "image_end", "image_newline"):
+        add(name, (D,))
+
+
+def build_inventory(cfg: ModelConfig, plan: LayerPlan | None = None) -> Inventory:
+    plan = plan or plan_layers(cfg)
+    b = _Builder(cfg)
+    D, V = cfg.dim, cfg.vocab_size
+    b.add("embed.weight", (V, D), "BF16", "embeddings_head")
+    for i in range(cfg.n_layers):
+        b.layer = i
+        _block(b, plan, i)
+    b.layer = None
+    b.add("norm.weight", (D,), "BF16", "norms")
+    b.add("head.weight", (V, D), "BF16", "embeddings_head")
+    if cfg.has_head_mix:
+        _hc_site(b, "", "head")
+    if cfg.n_stages:
+        b.scope = "stage"
+        for s in range(cfg.n_stages):
+            b.layer = cfg.n_layers + s
+            _block(b, plan, cfg.n_layers + s)
+        b.layer = cfg.n_layers
+        _stages_extra(b)
+        # every tensor of a stage counts as DSpark/MTP in the component view
+        b.out = [t if t.scope != "stage" else _restage(t) for t in b.out]
+    if cfg.vision is not None:
+        _vision(b)
+    return Inventory(cfg, plan, tuple(b.out))
+
+
+def build_hc_inventory(cfg: ModelConfig) -> tuple[TensorSpec, ...]:
+    """Only the hyper-connection tensors, in inventory order, through the same
+    code as build_inventory (cheap: count-params needs no expert list)."""
+    b = _Builder(cfg)
+    for i in range(cfg.n_layers):
+        b.layer = i
+        _hc_site(b, f"layers.{i}", "attn")
+        _hc_site(b, f"layers.{i}", "ffn")
+    b.layer = None
+    if cfg.has_head_mix:
+        _hc_site(b, "", "head")
+    b.scope = "stage"
+    for s in range(cfg.n_stages):
+        b.layer = cfg.n_layers + s
+        _hc_site(b, f"mtp.{s}", "attn")
+        _hc_site(b, f"mtp.{s}", "ffn")
+    if cfg.n_stages and cfg.has_head_mix:
+        _hc_site(b, f"mtp.{cfg.n_stages - 1}", "head")
+    return tuple(b.out)
+
+
+def _restage(t: TensorSpec) -> TensorSpec:
+    if t.component == "dspark":
+        return t
+    return TensorSpec(t.name, t.shape, t.dtype, "dspark", t.layer, t.scope, t.fp4_packed, t.exact)

@@ -1,0 +1,142 @@
+"""The inventory against the published V4.1-Flash layout (reference/deepseek-v4-family.md)."""
+
+import re
+from math import ceil
+
+import pytest
+
+from conftest import SAMPLES
+from hccli.accounting import hc_sites
+from hccli.config import load_config
+from hccli.inventory import build_hc_inventory, build_inventory
+
+D, V, H, I, E = 5120, 129280, 64, 2304, 384
+
+
+@pytest.fixture(scope="module")
+def v41():
+    return build_inventory(load_config(SAMPLES / "deepseek-v4.1-flash.json")).by_name()
+
+
+def fp8(o, i):
+    return [("F8_E4M3", (o, i)), ("F8_E8M0", (ceil(o / 32), ceil(i / 32)))]
+
+
+def fp4(o, i):
+    return [("I8", (o, i // 2)), ("F8_E8M0", (o, i // 32))]
+
+
+def check(inv, prefix, expected):
+    got = [(inv[f"{prefix}.weight"].dtype, inv[f"{prefix}.weight"].shape),
+           (inv[f"{prefix}.scale"].dtype, inv[f"{prefix}.scale"].shape)]
+    assert got == expected, prefix
+
+
+def test_v41_globals(v41):
+    assert v41["embed.weight"].shape == (V, D) and v41["embed.weight"].dtype == "BF16"
+    assert v41["head.weight"].shape == (V, D)
+    assert v41["norm.weight"].shape == (D,)
+    for name in ("image_start", "image_end", "image_newline"):
+        assert v41[name].shape == (D,) and v41[name].scope == "vision"
+    assert not any(n.startswith("hc_head") or ".hc_head" in n for n in v41)  # V4.1 has no head mix
+
+
+@pytest.mark.parametrize("layer", [0, 1, 2, 3, 14, 20, 24, 39])
+def test_v41_every_layer(v41, layer):
+    p = f"layers.{layer}"
+    check(v41, f"{p}.attn.wq_a", fp8(1280, D))
+    check(v41, f"{p}.attn.wq_b", fp8(H * 512, 1280))
+    check(v41, f"{p}.attn.wkv", fp8(512, D))
+    check(v41, f"{p}.attn.wo_a", fp8(8 * 1024, H * 512 // 8))
+    check(v41, f"{p}.attn.wo_b", fp8(D, 8 * 1024))
+    assert v41[f"{p}.attn.q_norm.weight"].shape == (1280,)
+    assert v41[f"{p}.attn.kv_norm.weight"].shape == (512,)
+    assert (v41[f"{p}.attn.attn_sink"].dtype, v41[f"{p}.attn.attn_sink"].shape) == ("F32", (H,))
+    assert v41[f"{p}.ffn.gate.weight"].shape == (E, D)
+    assert v41[f"{p}.ffn.gate.bias_vl"].shape == (E,)
+    for x in (0, 383):
+        check(v41, f"{p}.ffn.experts.{x}.w1", fp4(I, D))
+        check(v41, f"{p}.ffn.experts.{x}.w2", fp4(D, I))
+    assert f"{p}.ffn.experts.384.w1.weight" not in v41
+    check(v41, f"{p}.ffn.shared_experts.w3", fp8(I, D))
+    for site in ("attn", "ffn"):
+        assert v41[f"{p}.hc_{site}_fn"].shape == (24, 4 * D)
+        assert v41[f"{p}.hc_{site}_base"].shape == (24,)
+        assert v41[f"{p}.hc_{site}_scale"].shape == (3,)
+        assert v41[f"{p}.hc_{site}_scale"].dtype == "F32"
+
+
+def test_v41_sources_indexers_engram(v41):
+    layers_with = lambda suffix: sorted(  # noqa: E731
+        int(m[1]) for n in v41 if (m := re.fullmatch(rf"layers\.(\d+)\.{re.escape(suffix)}", n)))
+    assert layers_with("attn.compressor.wkv.weight") == [2, 8, 14, 20]
+    assert layers_with("attn.compressor.wgate.weight") == [2, 8, 14]  # ratio 2 only
+    assert layers_with("attn.indexer.wk.weight") == [2, 8, 14, 20]
+    assert layers_with("attn.indexer.wq_b.weight") == [2, 8, 14, 20, 24, 28, 32, 36]
+    assert layers_with("attn.indexer.weights_proj.weight") == [2, 8, 14, 20, 24, 28, 32, 36]
+    assert layers_with("engram.embed.weight") == [1, 14]
+    assert v41["layers.1.engram.embed.weight"].shape == (384006168, 256)
+    assert v41["layers.14.engram.embed.scale"].shape == (384016682, 8)
+    check(v41, "layers.14.engram.wkv", fp8(D * 5, 3 * 8 * 256))
+    assert v41["layers.1.engram.q_weight"].shape == (4, D)
+    assert v41["layers.2.attn.indexer.wk.weight"].shape == (128, 512)
+
+
+def test_v41_stages_and_vision(v41):
+    assert v41["mtp.0.ffn.gate.weight"].shape == (128, D)
+    assert "mtp.1.ffn.experts.127.w2.weight" in v41 and "mtp.1.ffn.experts.128.w2.weight" not in v41
+    assert not any(n.startswith("mtp.") and (".compressor." in n or ".indexer." in n or ".engram." in n) for n in v41)
+    check(v41, "mtp.0.main_proj", fp8(D, 3 * D))
+    assert v41["mtp.2.markov_head.head.weight"].shape == (V, 256)
+    assert v41["mtp.2.confidence_head.proj.weight"].shape == (1, D + 256)
+    assert all(v41[f"mtp.{s}.hc_attn_base"].shape == (24,) for s in range(3))
+    assert v41["vision.blocks.31.mlp.w1.weight"].shape == (2 * 2816, 1024)
+    assert v41["aligner.w1.weight"].shape == (D, 1024 * 9)
+    assert "vision.blocks.32.norm1.weight" not in v41
+
+
+def test_hub_and_inference_v41_give_identical_inventories():
+    a = build_inventory(load_config(SAMPLES / "deepseek-v4.1-flash.json")).tensors
+    b = build_inventory(load_config(SAMPLES / "deepseek-v4.1-flash.hf.json")).tensors
+    assert a == b and len(a) > 90_000
+
+
+@pytest.mark.parametrize("model, n_layers, dim, stages", [
+    ("deepseek-v4-flash", 43, 4096, 1), ("deepseek-v4-flash-0731", 43, 4096, 3),
+    ("deepseek-v4-pro", 61, 7168, 1), ("deepseek-v4-pro-0813", 61, 7168, 3),
+])
+def test_v4_family_hc_tensors_exact(model, n_layers, dim, stages):
+    inv = build_inventory(load_config(SAMPLES / f"{model}.hf.json"))
+    hc = {t.name: (t.dtype, t.shape) for t in inv.tensors if "hc_" in t.name}
+    expected = {}
+    owners = [f"layers.{i}" for i in range(n_layers)] + [f"mtp.{s}" for s in range(stages)]
+    for o in owners:
+        for site in ("attn", "ffn"):
+            expected[f"{o}.hc_{site}_fn"] = ("F32", (24, 4 * dim))
+            expected[f"{o}.hc_{site}_base"] = ("F32", (24,))
+            expected[f"{o}.hc_{site}_scale"] = ("F32", (3,))
+    for p in ("", f"mtp.{stages - 1}."):
+        expected[f"{p}hc_head_fn"] = ("F32", (4, 4 * dim))
+        expected[f"{p}hc_head_base"] = ("F32", (4,))
+        expected[f"{p}hc_head_scale"] = ("F32", (1,))
+    assert hc == expected
+    assert all(t.exact for t in inv.tensors if "hc_" in t.name)
+    assert not inv.exact  # the rest of a V4 inventory is best effort, and says so
+
+
+@pytest.mark.parametrize("path", sorted(SAMPLES.glob("*.json")), ids=lambda p: p.name)
+def test_hc_only_inventory_matches_full(path):
+    cfg = load_config(path)
+    full = [(t.name, t.shape, t.dtype) for t in build_inventory(cfg).tensors if re.search(r"(^|\.)hc_", t.name)]
+    quick = [(t.name, t.shape, t.dtype) for t in build_hc_inventory(cfg)]
+    assert sorted(full) == sorted(quick)
+    assert len(hc_sites(cfg)) == 2 * (cfg.n_layers + cfg.n_stages) + (2 if cfg.has_head_mix and cfg.n_stages else 0)
+
+
+def test_names_unique_and_logical_counts():
+    inv = build_inventory(load_config(SAMPLES / "tiny-v4.1.json"))
+    names = [t.name for t in inv.tensors]
+    assert len(names) == len(set(names))
+    w = inv.by_name()["layers.0.ffn.experts.0.w1.weight"]
+    assert w.fp4_packed and w.logical_params == 2 * w.elements
+    assert inv.by_name()["layers.0.ffn.experts.0.w1.scale"].logical_params == 0
