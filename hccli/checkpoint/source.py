@@ -1,0 +1,165 @@
+"""Byte sources: where a checkpoint file's bytes come from.
+
+The header parser and the value reader only ever ask a source for its size and
+for exact byte ranges, so the same code serves a local file today and HTTP
+range requests later. A source never hands back more or fewer bytes than asked.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+from hccli.errors import HcError
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """Escape control characters (a tensor or file name may hold a newline) and cap the length,
+    so that every message stays one line."""
+    out = "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+    return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+class SourceError(HcError):
+    """A source could not be opened, or could not give the bytes asked for.
+
+    code: "not_found", "not_a_file", "unreadable", "bad_range", "short_read".
+    """
+
+    def __init__(self, message: str, code: str):
+        super().__init__(message, exit_code=2)
+        self.code = code
+
+
+class ByteSource(ABC):
+    """Random access to the bytes of one file."""
+
+    @property
+    @abstractmethod
+    def name(self) -> str:
+        """What messages call this source (a path, later a URL)."""
+
+    @abstractmethod
+    def size(self) -> int:
+        """The total number of bytes."""
+
+    @abstractmethod
+    def read(self, offset: int, length: int) -> bytes:
+        """Exactly `length` bytes starting at `offset`, or SourceError."""
+
+    def _check_range(self, offset: int, length: int, size: int) -> None:
+        if type(offset) is not int or type(length) is not int or offset < 0 or length < 0:
+            raise SourceError(
+                f"{one_line(self.name)}: bad byte range (offset {offset!r}, length {length!r});"
+                " expected non-negative integers",
+                "bad_range",
+            )
+        if offset + length > size:
+            raise SourceError(
+                f"{one_line(self.name)}: expected {length} bytes at offset {offset},"
+                f" file has {size} bytes",
+                "short_read",
+            )
+
+    def close(self) -> None:  # noqa: B027 - optional for sources that hold nothing
+        """Release whatever the source holds."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class LocalFile(ByteSource):
+    """A file on disk, read with positioned reads of exactly the requested length."""
+
+    def __init__(self, path: str | os.PathLike[str]):
+        self._path = Path(path)
+        self._name = str(path)
+        try:
+            self._fd: int | None = os.open(self._path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        except FileNotFoundError:
+            raise SourceError(f"{one_line(self._name)}: no such file", "not_found") from None
+        except IsADirectoryError:
+            raise SourceError(
+                f"{one_line(self._name)}: is a directory, expected a .safetensors file", "not_a_file"
+            ) from None
+        except OSError as exc:
+            raise SourceError(
+                f"{one_line(self._name)}: cannot open ({one_line(exc.strerror or str(exc))})",
+                "unreadable",
+            ) from None
+        try:
+            st = os.fstat(self._fd)
+        except OSError as exc:  # pragma: no cover - fstat on an open fd practically never fails
+            self.close()
+            raise SourceError(f"{one_line(self._name)}: cannot stat ({exc})", "unreadable") from None
+        if not stat.S_ISREG(st.st_mode):
+            self.close()
+            raise SourceError(
+                f"{one_line(self._name)}: is not a regular file, expected a .safetensors file",
+                "not_a_file",
+            )
+        # The size is fixed when the source is opened: a file that changes under us
+        # shows up as a short read rather than as a header that silently disagrees.
+        self._size = st.st_size
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def path(self) -> Path:
+        return self._path
+
+    def size(self) -> int:
+        return self._size
+
+    def read(self, offset: int, length: int) -> bytes:
+        self._check_range(offset, length, self._size)
+        if self._fd is None:
+            raise SourceError(f"{one_line(self._name)}: read after close", "unreadable")
+        chunks: list[bytes] = []
+        got = 0
+        while got < length:
+            try:
+                chunk = _pread(self._fd, length - got, offset + got)
+            except OSError as exc:
+                raise SourceError(
+                    f"{one_line(self._name)}: read failed at offset {offset + got}"
+                    f" ({one_line(exc.strerror or str(exc))})",
+                    "unreadable",
+                ) from None
+            if not chunk:
+                raise SourceError(
+                    f"{one_line(self._name)}: expected {length} bytes at offset {offset},"
+                    f" file ended after {got} (it shrank while being read?)",
+                    "short_read",
+                )
+            chunks.append(chunk)
+            got += len(chunk)
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
+    def __repr__(self) -> str:
+        return f"LocalFile({self._name!r})"
+
+
+def _pread(fd: int, length: int, offset: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(fd, length, offset)
+    os.lseek(fd, offset, os.SEEK_SET)  # pragma: no cover - Windows
+    return os.read(fd, length)  # pragma: no cover

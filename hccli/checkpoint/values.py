@@ -1,0 +1,129 @@
+"""Reading one tensor's values at offsets a validated header gave, without reading the shard.
+
+Only the tensor's own bytes are read (one `source.read`). Native dtypes come back as
+read-only numpy views of those bytes; BF16 and the 8-bit floats are widened to float32
+exactly (BF16 by a 16-bit shift, FP8 through a 256-entry table). Returned arrays are
+read-only either way; `.copy()` one to write into it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hccli.checkpoint.header import Header, TensorInfo, quote
+from hccli.checkpoint.source import ByteSource, one_line
+from hccli.errors import HcError
+
+# Stored little-endian, as the safetensors format says.
+_NATIVE: dict[str, str] = {
+    "BOOL": "?",
+    "U8": "u1",
+    "I8": "i1",
+    "I16": "<i2",
+    "U16": "<u2",
+    "F16": "<f2",
+    "I32": "<i4",
+    "U32": "<u4",
+    "F32": "<f4",
+    "C64": "<c8",
+    "F64": "<f8",
+    "I64": "<i8",
+    "U64": "<u8",
+}
+
+
+class TensorReadError(HcError):
+    """A tensor's values could not be read. code: "no_such_tensor", "unsupported_dtype",
+    "file_changed"."""
+
+    def __init__(self, message: str, code: str):
+        super().__init__(message, exit_code=2)
+        self.code = code
+
+
+def _minifloat_table(exp_bits: int, man_bits: int, bias: int, *, ieee_specials: bool,
+                     nan_is_all_ones: bool, fnuz: bool) -> np.ndarray:
+    """float32 value of every byte of a sign/exponent/mantissa 8-bit float."""
+    out = np.empty(256, dtype=np.float32)
+    top = (1 << exp_bits) - 1
+    for byte in range(256):
+        sign = -1.0 if byte >> 7 else 1.0
+        exp = (byte >> man_bits) & top
+        man = byte & ((1 << man_bits) - 1)
+        if fnuz and byte == 0x80:
+            value = float("nan")  # FNUZ: the negative-zero pattern is the only NaN
+        elif ieee_specials and exp == top:
+            value = sign * float("inf") if man == 0 else float("nan")
+        elif nan_is_all_ones and exp == top and man == (1 << man_bits) - 1:
+            value = float("nan")
+        elif exp == 0:
+            value = sign * man / (1 << man_bits) * 2.0 ** (1 - bias)
+        else:
+            value = sign * (1 + man / (1 << man_bits)) * 2.0 ** (exp - bias)
+        out[byte] = value
+    out.flags.writeable = False
+    return out
+
+
+def _e8m0_table() -> np.ndarray:
+    # OCP MX scale: unsigned power of two 2^(b-127); 0xFF is NaN. 2^-127 is a float32 subnormal.
+    out = np.array([2.0 ** (b - 127) for b in range(255)] + [float("nan")], dtype=np.float32)
+    out.flags.writeable = False
+    return out
+
+
+_TABLES: dict[str, np.ndarray] = {
+    "F8_E4M3": _minifloat_table(4, 3, 7, ieee_specials=False, nan_is_all_ones=True, fnuz=False),
+    "F8_E5M2": _minifloat_table(5, 2, 15, ieee_specials=True, nan_is_all_ones=False, fnuz=False),
+    "F8_E4M3FNUZ": _minifloat_table(4, 3, 8, ieee_specials=False, nan_is_all_ones=False, fnuz=True),
+    "F8_E5M2FNUZ": _minifloat_table(5, 2, 16, ieee_specials=False, nan_is_all_ones=False, fnuz=True),
+    "F8_E8M0": _e8m0_table(),
+}
+
+# Dtypes read_tensor can return values for; F4 and F6 stay raw bytes (read_tensor_bytes).
+READABLE_DTYPES: tuple[str, ...] = tuple(_NATIVE) + ("BF16",) + tuple(_TABLES)
+
+
+def _lookup(header: Header, name: str) -> TensorInfo:
+    info = header.get(name)
+    if info is None:
+        raise TensorReadError(
+            f"{one_line(header.name)}: no tensor named {quote(name)} in this file", "no_such_tensor"
+        )
+    return info
+
+
+def read_tensor_bytes(source: ByteSource, header: Header, name: str) -> bytes:
+    """Exactly the stored bytes of tensor `name`."""
+    info = _lookup(header, name)
+    size = source.size()
+    if size != header.file_size:
+        raise TensorReadError(
+            f"{one_line(source.name)}: file has {size:,} bytes, expected {header.file_size:,}"
+            " as when its header was read (changed on disk, or another file?)",
+            "file_changed",
+        )
+    return source.read(info.abs_begin, info.nbytes)
+
+
+def read_tensor(source: ByteSource, header: Header, name: str) -> np.ndarray:
+    """The values of tensor `name`, shaped as the header says (read-only array)."""
+    info = _lookup(header, name)
+    if info.dtype not in READABLE_DTYPES:
+        raise TensorReadError(
+            f"{one_line(header.name)}: tensor {quote(name)} is {info.dtype}, whose values cannot be"
+            f" decoded here, expected one of {', '.join(READABLE_DTYPES)}",
+            "unsupported_dtype",
+        )
+    raw = read_tensor_bytes(source, header, name)
+    if info.dtype in _NATIVE:
+        values = np.frombuffer(raw, dtype=np.dtype(_NATIVE[info.dtype]))
+    elif info.dtype == "BF16":
+        # BF16 is the top half of a float32: widening by a shift is exact, NaN payloads included.
+        bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+        values = bits.view(np.float32)
+    else:
+        values = _TABLES[info.dtype][np.frombuffer(raw, dtype=np.uint8)]
+    values = values.reshape(info.shape)
+    values.flags.writeable = False
+    return values
