@@ -1,0 +1,99 @@
+"""The hyper-connection tensors of a checkpoint: finding them by name, numbering
+their layers, and reading their values (a few KB, at validated offsets).
+
+Layers are numbered as in count-params: backbone `layers.L` is L, DSpark/MTP
+stage `mtp.s` is n_layers + s, and the V4 family's root head mix comes last, as
+n_layers + n_stages, named "head".
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from hccli.checkpoint.header import TensorInfo
+from hccli.checkpoint.shardset import Checkpoint, Shard
+from hccli.checkpoint.values import read_tensor
+from hccli.errors import HcError
+
+HC_NAME = re.compile(r"^(?:(?P<owner>(?P<kind>layers|mtp)\.(?P<num>\d+))\.)?hc_(?P<site>attn|ffn|head)_(?P<part>fn|base|scale)$")
+LAYER_NAME = re.compile(r"^layers\.(\d+)\.")
+STAGE_NAME = re.compile(r"^mtp\.(\d+)\.")
+
+
+@dataclass(frozen=True)
+class HcSiteTensors:
+    owner: str  # "layers.3", "mtp.0" or "" (root head mix)
+    site: str
+    layer: int
+    name: str  # "layers.3", "mtp.0" or "head"
+    is_stage: bool
+    parts: dict[str, tuple[Shard, TensorInfo]]  # "fn" / "base" / "scale"
+
+    def tensor_name(self, part: str) -> str:
+        return f"{self.owner + '.' if self.owner else ''}hc_{self.site}_{part}"
+
+
+def layer_counts(ckpt: Checkpoint, names) -> tuple[int, int]:
+    """(n_layers, n_stages): from the config when there is one, else from the names."""
+    if ckpt.config is not None:
+        return ckpt.config.n_layers, ckpt.config.n_stages
+    layers = [int(m[1]) for n in names if (m := LAYER_NAME.match(n))]
+    stages = [int(m[1]) for n in names if (m := STAGE_NAME.match(n))]
+    return (max(layers) + 1 if layers else 0), (max(stages) + 1 if stages else 0)
+
+
+def find_hc(ckpt: Checkpoint) -> list[HcSiteTensors]:
+    tensors = ckpt.tensors()
+    n_layers, n_stages = layer_counts(ckpt, tensors)
+    groups: dict[tuple[str, str], dict] = {}
+    for name, ref in tensors.items():
+        m = HC_NAME.match(name)
+        if m:
+            groups.setdefault((m["owner"] or "", m["site"]), {})[m["part"]] = ref
+    out = []
+    for (owner, site), parts in groups.items():
+        if owner.startswith("layers."):
+            layer, label, stage = int(owner.split(".")[1]), owner, False
+        elif owner.startswith("mtp."):
+            layer, label, stage = n_layers + int(owner.split(".")[1]), owner, True
+        else:
+            layer, label, stage = n_layers + n_stages, "head", False
+        out.append(HcSiteTensors(owner, site, layer, label, stage, parts))
+    order = {"attn": 0, "ffn": 1, "head": 2}
+    out.sort(key=lambda s: (s.layer, order[s.site]))
+    return out
+
+
+def read_part(ckpt: Checkpoint, site: HcSiteTensors, part: str) -> np.ndarray:
+    if part not in site.parts:
+        raise HcError(f"{ckpt.path}: tensor '{site.tensor_name(part)}' is not in the checkpoint")
+    shard, info = site.parts[part]
+    if info.dtype != "F32":
+        raise HcError(f"{shard.path}: tensor '{info.name}' is {info.dtype}; expected F32")
+    with ckpt.source(shard) as src:
+        return np.array(read_tensor(src, shard.header, info.name), dtype=np.float32)
+
+
+def select_site(ckpt: Checkpoint, layer: int, site: str) -> HcSiteTensors:
+    sites = find_hc(ckpt)
+    for s in sites:
+        if s.layer == layer and s.site == site:
+            return s
+    have = sorted({s.layer for s in sites if s.site == site})
+    shown = _ranges(have) if have else "none"
+    raise HcError(f"{ckpt.path}: no hc_{site}_* tensors for layer {layer}; this checkpoint has {site} sites "
+                  f"at layers {shown}")
+
+
+def _ranges(xs: list[int]) -> str:
+    out, i = [], 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
+            j += 1
+        out.append(f"{xs[i]}-{xs[j]}" if j > i else str(xs[i]))
+        i = j + 1
+    return ",".join(out)

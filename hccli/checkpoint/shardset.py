@@ -1,0 +1,190 @@
+"""A checkpoint as a set of shards: a directory (with or without an index), an
+index file, or one .safetensors file; config.json beside it when present.
+
+Opening reads the index and every shard's header (never tensor data) and keeps
+what went wrong per shard, so that --verify can report it; a checkpoint that
+cannot be read at all raises HcError (exit 2).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Callable
+
+from hccli.checkpoint.header import Header, TensorInfo, read_header
+from hccli.checkpoint.source import ByteSource, LocalFile, one_line
+from hccli.config import ModelConfig, load_config
+from hccli.errors import HcError
+
+INDEX_NAME = "model.safetensors.index.json"
+
+
+@dataclass(frozen=True)
+class Shard:
+    file: str  # as the index names it (or the file name)
+    path: Path | None  # None when the name is unsafe and was not opened
+    header: Header | None
+    error: str | None  # why it could not be read
+    error_code: str | None = None
+    indexed: bool = True
+
+
+@dataclass(frozen=True)
+class Index:
+    path: Path
+    weight_map: dict[str, str]
+    total_size: int | None
+    metadata: dict
+
+
+@dataclass
+class Checkpoint:
+    path: Path  # what the user named
+    root: Path  # the directory the shards live in
+    kind: str  # "directory" | "index" | "file"
+    index: Index | None
+    shards: list[Shard]
+    config: ModelConfig | None
+    config_error: str | None
+    unsafe: list[str] = field(default_factory=list)  # index shard names that were not opened
+    missing: list[str] = field(default_factory=list)  # index shard names with no file
+    _tensors: dict | None = field(default=None, repr=False)
+
+    def readable(self) -> list[Shard]:
+        return [s for s in self.shards if s.header is not None]
+
+    def tensors(self) -> dict[str, tuple[Shard, TensorInfo]]:
+        """Every tensor, first occurrence in shard order (duplicates are a finding). Cached."""
+        if self._tensors is None:
+            out: dict[str, tuple[Shard, TensorInfo]] = {}
+            for s in self.readable():
+                for t in s.header.tensors:
+                    if t.name not in out:
+                        out[t.name] = (s, t)
+            self._tensors = out
+        return self._tensors
+
+    def occurrences(self) -> dict[str, list[Shard]]:
+        out: dict[str, list[Shard]] = {}
+        for s in self.readable():
+            for t in s.header.tensors:
+                out.setdefault(t.name, []).append(s)
+        return out
+
+    def source(self, shard: Shard) -> ByteSource:
+        assert shard.path is not None
+        return LocalFile(shard.path)
+
+
+def _safe_name(name: str) -> bool:
+    p = PurePosixPath(name.replace("\\", "/"))
+    return bool(name) and not p.is_absolute() and ".." not in p.parts and not (len(name) > 1 and name[1] == ":")
+
+
+def _read_index(path: Path) -> Index:
+    where = one_line(str(path))
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise HcError(f"{where}: no such file; expected a model.safetensors.index.json") from None
+    except OSError as exc:
+        raise HcError(f"{where}: cannot read ({exc.strerror or exc})") from None
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise HcError(f"{where}: not valid JSON ({one_line(str(exc), 80)}); expected a safetensors index") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("weight_map"), dict):
+        raise HcError(f"{where}: key 'weight_map': expected an object of tensor name -> shard file")
+    wm = doc["weight_map"]
+    for k, v in wm.items():
+        if not isinstance(v, str):
+            raise HcError(f"{where}: key 'weight_map.{one_line(k, 80)}': expected a shard file name, got "
+                          f"{type(v).__name__}")
+    meta = doc.get("metadata") or {}
+    if not isinstance(meta, dict):
+        raise HcError(f"{where}: key 'metadata': expected an object")
+    total = meta.get("total_size")
+    if total is not None and (not isinstance(total, int) or isinstance(total, bool) or total < 0):
+        raise HcError(f"{where}: key 'metadata.total_size': expected a non-negative integer, got {total!r}")
+    return Index(path, wm, total, meta)
+
+
+def _open_shard(root: Path, name: str, indexed: bool) -> Shard:
+    path = root / name
+    try:
+        with LocalFile(path) as src:
+            return Shard(name, path, read_header(src), None, None, indexed)
+    except HcError as exc:
+        return Shard(name, path, None, exc.message, getattr(exc, "code", "unreadable"), indexed)
+
+
+def open_checkpoint(
+    path: str | Path,
+    *,
+    config: str | Path | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Checkpoint:
+    p = Path(path)
+    if not p.exists():
+        raise HcError(f"{one_line(str(p))}: no such file or directory; expected a checkpoint directory, "
+                      "an index .json or a .safetensors file")
+    index = None
+    if p.is_dir():
+        root, kind = p, "directory"
+        if (p / INDEX_NAME).is_file():
+            index = _read_index(p / INDEX_NAME)
+    elif p.suffix == ".json":
+        root, kind = p.parent, "index"
+        index = _read_index(p)
+    else:
+        root, kind = p.parent, "file"
+
+    on_disk = sorted(f.name for f in root.glob("*.safetensors") if f.is_file()) if kind != "file" else []
+    unsafe: list[str] = []
+    missing: list[str] = []
+    names: list[tuple[str, bool]] = []
+    if kind == "file":
+        names = [(p.name, False)]
+    elif index is not None:
+        seen = []
+        for shard in dict.fromkeys(index.weight_map.values()):
+            if not _safe_name(shard):
+                unsafe.append(shard)
+            elif not (root / shard).is_file():
+                missing.append(shard)
+            else:
+                seen.append(shard)
+        names = [(s, True) for s in sorted(seen)]
+        named = {str(PurePosixPath(s)) for s in seen}
+        names += [(f, False) for f in on_disk if f not in named]
+    else:
+        if not on_disk:
+            raise HcError(f"{one_line(str(p))}: no {INDEX_NAME} and no .safetensors files in this directory")
+        names = [(f, False) for f in on_disk]
+
+    shards = []
+    for k, (name, indexed) in enumerate(names):
+        if progress:
+            progress(k, len(names))
+        shards.append(_open_shard(root, name, indexed))
+    if progress:
+        progress(len(names), len(names))
+    if not shards:
+        raise HcError(f"{one_line(str(p))}: the index names {len(missing) + len(unsafe)} shard files and none "
+                      "of them is here" + (f" (first: {one_line(missing[0], 80)})" if missing else ""))
+    if not any(s.header is not None for s in shards):
+        first = shards[0]
+        raise HcError(first.error or f"{first.file}: unreadable")
+
+    cfg, cfg_error = None, None
+    cfg_path = Path(config) if config is not None else root / "config.json"
+    if config is not None or cfg_path.is_file():
+        try:
+            cfg = load_config(cfg_path)
+        except HcError as exc:
+            if config is not None:
+                raise
+            cfg_error = exc.message
+    return Checkpoint(p, root, kind, index, shards, cfg, cfg_error, unsafe, missing)

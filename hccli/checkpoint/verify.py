@@ -1,0 +1,195 @@
+"""Verification findings: the index against the shard headers, the HC tensors
+against each other and hc_mult, and (with a config) the inventory against the
+headers. Each finding has a stable code and a severity ("error" | "warning")."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePosixPath
+
+import numpy as np
+
+from hccli.checkpoint.hc import find_hc, read_part
+from hccli.checkpoint.shardset import Checkpoint
+from hccli.checkpoint.source import one_line
+
+# code -> (severity, what it means); the README lists them
+CODES = {
+    "unreadable_shard": ("error", "a shard's header could not be read"),
+    "missing_shard": ("error", "the index names a shard file that is not there"),
+    "unsafe_shard_path": ("error", "the index names a shard outside the checkpoint (absolute path or ..)"),
+    "index_missing_tensor": ("error", "the index lists a tensor that its shard does not hold"),
+    "unindexed_tensor": ("error", "a shard holds a tensor the index does not list"),
+    "wrong_shard": ("error", "a tensor lies in another shard than the index says"),
+    "duplicate_tensor": ("error", "a tensor is stored in several shards"),
+    "unindexed_shard": ("warning", "a .safetensors file in the directory that the index never names"),
+    "total_size_mismatch": ("error", "metadata.total_size differs from the sum of the tensors' byte spans"),
+    "no_index": ("warning", "a directory of shards without model.safetensors.index.json"),
+    "hc_incomplete": ("error", "a site lacks one of its hc_*_fn, hc_*_base, hc_*_scale"),
+    "hc_shape": ("error", "HC tensors whose shapes disagree with each other or with hc_mult"),
+    "hc_dtype": ("error", "an HC tensor that is not F32"),
+    "hc_nonfinite": ("error", "an HC tensor holds NaN or Inf"),
+    "config_unreadable": ("warning", "config.json beside the checkpoint could not be used"),
+    "missing_tensor": ("error", "the config implies a tensor the checkpoint lacks"),
+    "unexpected_tensor": ("error", "the checkpoint holds a tensor the config does not imply"),
+    "wrong_shape": ("error", "a tensor's shape differs from what the config implies"),
+    "wrong_dtype": ("error", "a tensor's dtype differs from what the config implies"),
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    severity: str
+    message: str
+
+    def to_json(self) -> dict:
+        return {"code": self.code, "severity": self.severity, "message": self.message}
+
+
+def _f(code: str, message: str) -> Finding:
+    return Finding(code, CODES[code][0], one_line(message, 400))
+
+
+def _capped(findings: list[Finding], code: str, items: list[str], make, cap: int = 20) -> None:
+    for item in items[:cap]:
+        findings.append(_f(code, make(item)))
+    if len(items) > cap:
+        findings.append(_f(code, f"... and {len(items) - cap} more of the same ({code})"))
+
+
+def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
+    out: list[Finding] = []
+    for s in ckpt.shards:
+        if s.header is None:
+            out.append(_f("unreadable_shard", s.error or f"{s.file}: unreadable"))
+    for name in ckpt.unsafe:
+        out.append(_f("unsafe_shard_path", f"index names shard '{name}', outside the checkpoint directory; not opened"))
+    for name in ckpt.missing:
+        out.append(_f("missing_shard", f"index names shard '{name}', which is not in {ckpt.root}"))
+    occ = ckpt.occurrences()
+    dups = sorted(n for n, shards in occ.items() if len(shards) > 1)
+    _capped(out, "duplicate_tensor", dups,
+            lambda n: f"tensor '{n}' is in {len(occ[n])} shards: " + ", ".join(s.file for s in occ[n]))
+    idx = ckpt.index
+    if idx is None:
+        if ckpt.kind == "directory" and len(ckpt.shards) > 1:
+            out.append(_f("no_index", f"{ckpt.root}: {len(ckpt.shards)} shards and no model.safetensors.index.json"))
+    else:
+        wm = idx.weight_map
+        gone = {*ckpt.unsafe, *ckpt.missing}
+        unreadable = {s.file for s in ckpt.shards if s.header is None}
+        missing = sorted(n for n, f in wm.items() if n not in occ and f not in gone and f not in unreadable)
+        _capped(out, "index_missing_tensor", missing,
+                lambda n: f"index lists '{n}' in {wm[n]}, which does not hold it")
+        unindexed = sorted(n for n in occ if n not in wm)
+        _capped(out, "unindexed_tensor", unindexed,
+                lambda n: f"tensor '{n}' in {occ[n][0].file} is not in the index")
+        wrong = sorted(n for n, shards in occ.items()
+                       if n in wm and len(shards) == 1 and _norm(wm[n]) != _norm(shards[0].file))
+        _capped(out, "wrong_shard", wrong,
+                lambda n: f"tensor '{n}' is in {occ[n][0].file}; the index says {wm[n]}")
+        for s in ckpt.shards:
+            if not s.indexed:
+                out.append(_f("unindexed_shard", f"{s.file} is in the directory but the index never names it"))
+        if idx.total_size is not None:
+            spans = sum(t.nbytes for s in ckpt.shards if s.header is not None and s.indexed for t in s.header.tensors)
+            if spans != idx.total_size and not unreadable and not gone:
+                out.append(_f("total_size_mismatch",
+                              f"metadata.total_size is {idx.total_size:,}; the shards' tensors span {spans:,} bytes"))
+    out += _verify_hc(ckpt, check_values)
+    if ckpt.config_error:
+        out.append(_f("config_unreadable", ckpt.config_error))
+    if ckpt.config is not None:
+        out += _verify_inventory(ckpt)
+    return out
+
+
+def _norm(name: str) -> str:
+    return str(PurePosixPath(name.replace("\\", "/")))
+
+
+def _verify_hc(ckpt: Checkpoint, check_values: bool) -> list[Finding]:
+    out: list[Finding] = []
+    sites = find_hc(ckpt)
+    hc_mult = ckpt.config.hc_mult if ckpt.config is not None else None
+    for s in sites:
+        missing = [p for p in ("fn", "base", "scale") if p not in s.parts]
+        if missing:
+            out.append(_f("hc_incomplete", f"{s.name} {s.site}: no " + ", ".join(s.tensor_name(p) for p in missing)))
+        for part, (_, info) in s.parts.items():
+            if info.dtype != "F32":
+                out.append(_f("hc_dtype", f"'{info.name}' is {info.dtype}; expected F32"))
+        shapes = {p: info.shape for p, (_, info) in s.parts.items()}
+        problem = _hc_shape_problem(s.site, shapes, hc_mult)
+        if problem:
+            out.append(_f("hc_shape", f"{s.name} {s.site}: {problem}"))
+        if check_values:
+            for part in ("base", "scale", "fn"):
+                if part in s.parts and s.parts[part][1].dtype == "F32":
+                    v = read_part(ckpt, s, part)
+                    bad = int(np.count_nonzero(~np.isfinite(v)))
+                    if bad:
+                        out.append(_f("hc_nonfinite", f"'{s.tensor_name(part)}' holds {bad} NaN/Inf values"))
+    return out
+
+
+def _hc_shape_problem(site: str, shapes: dict[str, tuple[int, ...]], hc_mult: int | None) -> str | None:
+    base, scale, fn = shapes.get("base"), shapes.get("scale"), shapes.get("fn")
+    if base is not None and len(base) != 1:
+        return f"base has shape {list(base)}; expected one dimension"
+    if scale is not None and scale != ((1,) if site == "head" else (3,)):
+        return f"scale has shape {list(scale)}; expected {[1] if site == 'head' else [3]}"
+    if fn is not None and len(fn) != 2:
+        return f"fn has shape {list(fn)}; expected two dimensions"
+    if base is not None and fn is not None and fn[0] != base[0]:
+        return f"fn has {fn[0]} rows but base has {base[0]} values"
+    if base is None:
+        return None
+    n = base[0]
+    if site == "head":
+        hc = n
+    else:
+        # (2 + hc) * hc = n  ->  hc = sqrt(n + 1) - 1
+        hc = int(round((n + 1) ** 0.5)) - 1
+        if (2 + hc) * hc != n:
+            return f"base has {n} values, which is (2+hc)*hc for no whole hc"
+    if hc_mult is not None and hc != hc_mult:
+        return f"shapes imply hc_mult {hc}; the config says {hc_mult}"
+    if fn is not None and fn[1] % hc:
+        return f"fn has {fn[1]} columns, not a multiple of hc_mult {hc}"
+    return None
+
+
+def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
+    from hccli.inventory import build_inventory
+
+    cfg = ckpt.config
+    assert cfg is not None
+    inv = build_inventory(cfg).by_name()
+    all_exact = all(t.exact for t in inv.values())
+    have = ckpt.tensors()
+    out: list[Finding] = []
+
+    def add(code: str, names: list[str], make, exact) -> None:
+        # where the config's inventory is best effort (V4 family, outside HC), a mismatch is a warning
+        sure = [n for n in names if exact(n)]
+        unsure = [n for n in names if not exact(n)]
+        _capped(out, code, sure, make)
+        tail: list[Finding] = []
+        _capped(tail, code, unsure, lambda n: make(n) + " (inventory best effort for this family)")
+        out.extend(Finding(f.code, "warning", f.message) for f in tail)
+
+    add("missing_tensor", [n for n in inv if n not in have],
+        lambda n: f"'{n}' {inv[n].dtype} {list(inv[n].shape)} is implied by the config but absent",
+        lambda n: inv[n].exact)
+    add("unexpected_tensor", sorted(n for n in have if n not in inv),
+        lambda n: f"'{n}' in {have[n][0].file} is not implied by the config",
+        lambda n: all_exact)
+    add("wrong_shape", [n for n, t in inv.items() if n in have and tuple(have[n][1].shape) != t.shape],
+        lambda n: f"'{n}' has shape {list(have[n][1].shape)}; the config implies {list(inv[n].shape)}",
+        lambda n: inv[n].exact)
+    add("wrong_dtype", [n for n, t in inv.items() if n in have and have[n][1].dtype != t.dtype],
+        lambda n: f"'{n}' is {have[n][1].dtype}; the config implies {inv[n].dtype}",
+        lambda n: inv[n].exact)
+    return out

@@ -1,0 +1,142 @@
+"""Rich renderables for `hc inspect` (built here, printed by output.show)."""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from hccli.cli.output import safe
+from hccli.inspect_report import InspectReport
+
+
+def _n(x: int) -> str:
+    return f"{x:,}"
+
+
+def _f(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def _vec(xs: list[float]) -> str:
+    return "[" + ", ".join(_f(x) for x in xs) + "]"
+
+
+def _summary(r: InspectReport) -> Iterator[Any]:
+    c = r.ckpt
+    cfg = f"config {safe(c.config.source)}" if c.config else "no config.json"
+    yield Text.from_markup(f"[bold]{safe(str(c.path))}[/] ({c.kind}, {cfg})")
+    yield Text(f"{len(c.shards)} shards, {_n(len(r.tensors))} tensors, {_n(r.stored_bytes)} stored bytes "
+               f"({r.stored_bytes / 1e9:,.2f} GB), {_n(r.logical_params)} logical parameters "
+               f"({r.logical_params / 1e9:,.2f} G; fp4 bytes count 2, F8_E8M0 scales 0)")
+    t = Table(show_edge=False, title="Bytes per dtype", title_justify="left")
+    for col in ("dtype", "tensors", "bytes"):
+        t.add_column(col, justify="left" if col == "dtype" else "right")
+    for k, v in sorted(r.dtypes.items(), key=lambda kv: -kv[1]["bytes"]):
+        t.add_row(k, _n(v["tensors"]), f"{_n(v['bytes'])} ({v['bytes'] / 1e9:,.2f} GB)")
+    yield t
+    if c.config_error:
+        yield Text.from_markup(f"[yellow]note:[/] config.json not used: {safe(c.config_error)}")
+
+
+def _tree(r: InspectReport) -> Iterator[Any]:
+    root = Tree("[bold]tensors[/] (repeated layers collapsed)")
+    for node in r.tree():
+        branch = root.add(f"{safe(node.label)}  [dim]{safe(node.detail)}[/]")
+        for child in node.children:
+            branch.add(f"{safe(child.label)}  [dim]{safe(child.detail)}[/]")
+    yield Text("")
+    yield root
+
+
+def _rows(r: InspectReport, limit: int) -> Iterator[Any]:
+    rows = r.rows or []
+    t = Table(title=f"Tensors ({r.filters or 'all'}): {len(rows):,}", title_justify="left", show_edge=False)
+    for col in ("name", "dtype", "shape", "bytes", "shard"):
+        t.add_column(col, justify="right" if col == "bytes" else "left", overflow="fold")
+    for row in rows[:limit]:
+        t.add_row(safe(row["name"]), row["dtype"], str(row["shape"]), _n(row["bytes"]), safe(row["shard"]))
+    yield Text("")
+    yield t
+    if len(rows) > limit:
+        yield Text(f"... {len(rows) - limit:,} more (--limit N, or --json for all)")
+
+
+def _hc_table(r: InspectReport) -> Iterator[Any]:
+    t = Table(title="Hyper-connections (--hc-layer L for the full split; --json for every value)",
+              title_justify="left", show_edge=False)
+    for col in ("layer", "site", "scale", "comb diagonal, base alone"):
+        t.add_column(col)
+    for e in r.hc:
+        diag = " ".join(f"{e.comb_from_base[j][j]:.3f}" for j in range(e.hc)) if e.comb_from_base else "-"
+        label = str(e.layer) if e.name == f"layers.{e.layer}" else f"{e.layer} {safe(e.name)}"
+        t.add_row(label, e.site, " ".join(f"{x:.3g}" for x in e.scale), diag)
+    yield Text("")
+    yield t
+
+
+def _matrix(title: str, rows: list[list[float]], fmt: str, sums: bool) -> Table:
+    t = Table(title=title, title_justify="left", show_edge=False)
+    t.add_column("")
+    n = len(rows)
+    for k in range(n):
+        t.add_column(f"to {k + 1}", justify="right")
+    if sums:
+        t.add_column("row sum", justify="right")
+    for j, row in enumerate(rows):
+        cells = [_shade(x) if sums else format(x, fmt) for x in row]
+        t.add_row(f"from {j + 1}", *cells, *([f"{sum(row):.6f}"] if sums else []))
+    if sums:
+        t.add_row("col sum", *[f"{sum(rows[j][k] for j in range(n)):.6f}" for k in range(n)], "")
+    return t
+
+
+def _hc_detail(r: InspectReport) -> Iterator[Any]:
+    for e in r.hc:
+        yield Text.from_markup(f"\n[bold]{safe(e.name)} (layer {e.layer}), {e.site} site[/]: "
+                               f"scale {_vec(e.scale)}")
+        p = e.parts()
+        yield Text(f"  pre offsets  {_vec(p['pre'])}\n  pre weights (base alone)  {_vec(e.pre_from_base)}")
+        if e.site == "head":
+            continue
+        yield Text(f"  post offsets {_vec(p['post'])}\n  post weights (base alone) {_vec(e.post_from_base)}")
+        yield _matrix("  comb offsets (streams count from 1)", p["comb"], "+.4f", sums=False)
+        yield _matrix("  comb matrix from the base alone (mixes = 0)", e.comb_from_base, ".4f", sums=True)
+
+
+def _shade(x: float) -> str:
+    style = "bold" if x > 0.5 else ("dim" if x < 0.1 else "")
+    return f"[{style}]{x:.4f}[/]" if style else f"{x:.4f}"
+
+
+def _findings(r: InspectReport) -> Iterator[Any]:
+    fs = r.findings or []
+    errors = sum(1 for f in fs if f.severity == "error")
+    warnings = len(fs) - errors
+    if not fs:
+        yield Text.from_markup("\n[green]verify: clean[/] (index, headers, HC tensors"
+                               + (", config inventory)" if r.ckpt.config else "; no config to check against)"))
+        return
+    t = Table(title=f"verify: {errors} errors, {warnings} warnings", title_justify="left", show_edge=False)
+    for col in ("severity", "code", "message"):
+        t.add_column(col, overflow="fold")
+    for f in fs:
+        color = "red" if f.severity == "error" else "yellow"
+        t.add_row(f"[{color}]{f.severity}[/]", f.code, safe(f.message))
+    yield Text("")
+    yield t
+
+
+def renderables(r: InspectReport, *, limit: int = 50, detail: bool = False) -> Iterator[Any]:
+    yield from _summary(r)
+    yield from _tree(r)
+    if r.rows is not None:
+        yield from _rows(r, limit)
+    if r.hc:
+        yield from (_hc_detail(r) if detail else _hc_table(r))
+    else:
+        yield Text("\nno hc_* tensors in this checkpoint")
+    if r.findings is not None:
+        yield from _findings(r)

@@ -1,0 +1,50 @@
+"""The split-Sinkhorn op in numpy (no torch), for `hc inspect`: the comb matrix
+that a site's base alone yields (mixes = 0).
+
+Same order of operations as the reference kernel: affine step, row softmax + eps,
+one column normalisation, then iters-1 rounds of row and column normalisation,
+each dividing by the sum + eps; 4-sums as (x0+x2)+(x1+x3) like the kernel's
+reduction. float32 by default, float64 on request.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def _pairwise_sum(x: np.ndarray, axis: int) -> np.ndarray:
+    # the kernel's reduction tree: halves first, then pairs ((x0+x2)+(x1+x3) for 4)
+    n = x.shape[axis]
+    if n == 1:
+        return np.take(x, 0, axis=axis)
+    if n % 2:
+        return np.sum(x, axis=axis, dtype=x.dtype)
+    h = n // 2
+    a = np.take(x, range(h), axis=axis) + np.take(x, range(h, n), axis=axis)
+    return _pairwise_sum(a, axis)
+
+
+def split_sinkhorn(mixes: np.ndarray, scale: np.ndarray, base: np.ndarray, hc: int, iters: int, eps: float,
+                   dtype=np.float32) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    m = np.asarray(mixes, dtype=dtype)
+    s = np.asarray(scale, dtype=dtype)
+    b = np.asarray(base, dtype=dtype)
+    e = dtype(eps)
+    one = dtype(1)
+    pre = one / (one + np.exp(-(m[..., :hc] * s[0] + b[:hc]))) + e
+    post = dtype(2) * (one / (one + np.exp(-(m[..., hc:2 * hc] * s[1] + b[hc:2 * hc]))))
+    comb = (m[..., 2 * hc:] * s[2] + b[2 * hc:]).reshape(*m.shape[:-1], hc, hc)
+    comb = np.exp(comb - comb.max(axis=-1, keepdims=True))
+    comb = comb / _pairwise_sum(comb, -1)[..., :, None] + e
+    comb = comb / (_pairwise_sum(comb, -2)[..., None, :] + e)
+    for _ in range(iters - 1):
+        comb = comb / (_pairwise_sum(comb, -1)[..., :, None] + e)
+        comb = comb / (_pairwise_sum(comb, -2)[..., None, :] + e)
+    return pre, post, comb
+
+
+def head_pre(mixes: np.ndarray, scale: np.ndarray, base: np.ndarray, eps: float, dtype=np.float32) -> np.ndarray:
+    """The V4 head mix: sigmoid(mixes * scale + base) + eps, no Sinkhorn."""
+    m = np.asarray(mixes, dtype=dtype)
+    one = dtype(1)
+    return one / (one + np.exp(-(m * dtype(scale[0]) + np.asarray(base, dtype=dtype)))) + dtype(eps)

@@ -1,0 +1,175 @@
+"""hc inspect: totals, HC values, the tree, filters, bad input, read-only."""
+
+import json
+import os
+import struct
+
+import numpy as np
+import pytest
+from safetensors import safe_open
+
+from ckpt_tools import copy, shard_of, snapshot, tiny, write_shard
+from conftest import SAMPLES, run_hc
+from hccli.synth import INDEX_NAME
+
+
+@pytest.fixture(scope="module")
+def tiny_ckpt(tmp_path_factory):
+    return tiny(tmp_path_factory.mktemp("ck") / "tiny")
+
+
+@pytest.fixture(scope="module")
+def phantom(tmp_path_factory):
+    out = tmp_path_factory.mktemp("ph") / "v41"
+    assert run_hc("make-checkpoint", SAMPLES / "deepseek-v4.1-flash.json", out, "--phantom").exit_code == 0
+    return out
+
+
+def test_phantom_totals_equal_count_params(phantom):
+    r = run_hc("inspect", phantom, "--verify", "--json")
+    assert r.exit_code == 0, r.stdout[-3000:]
+    got = r.json()
+    model = run_hc("count-params", SAMPLES / "deepseek-v4.1-flash.json", "--model", "--json").json()["model"]
+    assert got["shards"] == 48
+    assert got["tensors"] == model["tensors"]
+    assert got["stored_bytes"] == model["stored_bytes"]
+    assert got["logical_params"] == model["logical_params"]
+    assert {k: v["bytes"] for k, v in got["dtypes"].items()} == {k: v["bytes"] for k, v in model["dtypes"].items()}
+    assert got["findings"] == [] and got["verified"] is True
+    hc = got["hc"]
+    assert len(hc) == 2 * 43  # 40 layers + 3 stages, attn and ffn
+    assert [e["layer"] for e in hc if e["stage"]] == [40, 40, 41, 41, 42, 42]
+
+
+def test_tiny_hc_values_bit_exact(tiny_ckpt):
+    doc = run_hc("inspect", tiny_ckpt, "--json").json()
+    index = json.loads((tiny_ckpt / INDEX_NAME).read_text())["weight_map"]
+    assert len(doc["hc"]) == 2 * 10
+    for e in doc["hc"]:
+        prefix = e["name"]
+        for part in ("base", "scale"):
+            name = f"{prefix}.hc_{e['site']}_{part}"
+            with safe_open(str(tiny_ckpt / index[name]), framework="numpy") as f:
+                want = f.get_tensor(name)
+            got = np.array(e[part], dtype=np.float32)
+            assert got.tobytes() == want.tobytes(), name  # exact float32 bits
+        comb = np.array(e["comb_from_base"])
+        assert np.allclose(comb.sum(0), 1, atol=1e-5) and np.allclose(comb.sum(1), 1, atol=1e-5)
+        assert e["base_parts"]["comb"][0] == e["base"][8:12]
+
+
+def test_comb_from_base_matches_float64_sinkhorn(tiny_ckpt):
+    e = run_hc("inspect", tiny_ckpt, "--json").json()["hc"][5]
+    b = np.array(e["base"], dtype=np.float64)
+    comb = b[8:].reshape(4, 4)  # mixes = 0: comb = base
+    comb = np.exp(comb - comb.max(1, keepdims=True))
+    comb = comb / comb.sum(1, keepdims=True) + 1e-6
+    comb = comb / (comb.sum(0, keepdims=True) + 1e-6)
+    for _ in range(19):
+        comb = comb / (comb.sum(1, keepdims=True) + 1e-6)
+        comb = comb / (comb.sum(0, keepdims=True) + 1e-6)
+    assert np.abs(np.array(e["comb_from_base"]) - comb).max() < 2e-6
+    pre = 1 / (1 + np.exp(-b[:4])) + 1e-6
+    assert np.abs(np.array(e["pre_from_base"]) - pre).max() < 2e-6
+
+
+def test_v4_head_mix_numbered_last(tmp_path):
+    ck = tiny(tmp_path / "v4", "tiny-v4.hf.json")
+    hc = run_hc("inspect", ck, "--json").json()["hc"]
+    heads = [(e["layer"], e["name"]) for e in hc if e["site"] == "head"]
+    assert heads == [(7, "mtp.1"), (8, "head")]  # 6 layers + 2 stages; root head after them
+    assert all(len(e["base"]) == 4 and len(e["scale"]) == 1 for e in hc if e["site"] == "head")
+
+
+def test_human_output_and_tree(tiny_ckpt):
+    r = run_hc("inspect", tiny_ckpt)
+    assert r.exit_code == 0
+    out = r.stdout
+    assert "layers.[0-7]" in out and "x8" in out
+    assert "attn.compressor.wkv.weight" in out and "in 2,5" in out
+    assert "ffn.experts.[0-7].w1.weight" in out
+    assert "Hyper-connections" in out
+
+
+def test_hc_layer_detail(tiny_ckpt):
+    r = run_hc("inspect", tiny_ckpt, "--hc-layer", "3")
+    assert r.exit_code == 0
+    assert "comb matrix from the base alone" in r.stdout and "layers.3 (layer 3), attn site" in r.stdout
+    assert "layers.4" not in r.stdout.split("Hyper")[-1]
+
+
+@pytest.mark.parametrize("args, count", [
+    (["--name", "*.hc_attn_base"], 10),
+    (["--name", "layers.3.*", "--dtype", "f32"], None),
+    (["--layer", "2-3", "--name", "*.hc_*"], 12),
+    (["--dtype", "I64"], 0),
+])
+def test_tensor_filters(tiny_ckpt, args, count):
+    doc = run_hc("inspect", tiny_ckpt, *args, "--json").json()
+    rows = doc["tensor_list"]
+    if count is not None:
+        assert len(rows) == count
+    assert all(r["dtype"] == "F32" for r in rows) if "--dtype" in args and "f32" in args else True
+    if "--layer" in args:
+        assert {r["name"].split(".")[1] for r in rows} == {"2", "3"}
+
+
+def test_entry_points_index_and_single_file(tiny_ckpt):
+    via_index = run_hc("inspect", tiny_ckpt / INDEX_NAME, "--json").json()
+    assert via_index["tensors"] == 792 and via_index["kind"] == "index"
+    one = shard_of(tiny_ckpt, "layers.3.hc_attn_base")
+    single = run_hc("inspect", one, "--json").json()
+    assert single["kind"] == "file" and single["shards"] == 1 and single["tensors"] < 792
+
+
+def test_control_characters_escaped(tmp_path):
+    f = tmp_path / "evil.safetensors"
+    write_shard(f, [("evil\x1b[2J\nname", "F32", (1,), struct.pack("<f", 1.0))])
+    r = run_hc("inspect", f, "--tensors")
+    assert r.exit_code == 0
+    assert "\x1b" not in r.stdout and "\\x1b" in r.stdout
+
+
+@pytest.mark.parametrize("content, words", [
+    (b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\nsize 123\n", "LFS"),
+    (b"<!DOCTYPE html><html><body>Not found</body></html>", "HTML"),
+    (b"", "empty"),
+])
+def test_not_safetensors_single_file(tmp_path, content, words):
+    f = tmp_path / "model.safetensors"
+    f.write_bytes(content)
+    r = run_hc("inspect", f)
+    assert r.exit_code == 2 and words.lower() in r.stderr.lower() and "Traceback" not in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1
+
+
+def test_unreadable_checkpoints_exit_2(tmp_path):
+    assert run_hc("inspect", tmp_path / "nothing").exit_code == 2
+    (tmp_path / "empty").mkdir()
+    r = run_hc("inspect", tmp_path / "empty")
+    assert r.exit_code == 2 and "no model.safetensors.index.json" in r.stderr
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / INDEX_NAME).write_text("{oops")
+    r = run_hc("inspect", bad)
+    assert r.exit_code == 2 and "not valid JSON" in r.stderr
+
+
+def test_layer_filter_out_of_range(tiny_ckpt):
+    r = run_hc("inspect", tiny_ckpt, "--layer", "40")
+    assert r.exit_code == 2 and "out of range" in r.stderr
+
+
+def test_nothing_written_into_a_read_only_checkpoint(tiny_ckpt, tmp_path):
+    ro = copy(tiny_ckpt, tmp_path / "ro")
+    before = snapshot(ro)
+    for p in [ro, *ro.iterdir()]:
+        os.chmod(p, 0o555 if p.is_dir() else 0o444)
+    try:
+        for args in ([], ["--verify"], ["--json", "--verify"], ["--hc-layer", "2", "--tensors"]):
+            r = run_hc("inspect", ro, *args)
+            assert r.exit_code == 0, r.stderr
+        assert snapshot(ro) == before  # same names, sizes, mtimes and contents; nothing new
+    finally:
+        for p in [ro, *ro.iterdir()]:
+            os.chmod(p, 0o755 if p.is_dir() else 0o644)

@@ -1,0 +1,90 @@
+"""hc make-checkpoint: tiny checkpoints with values, full-scale phantoms."""
+
+import json
+
+import numpy as np
+import pytest
+from safetensors import safe_open
+
+from ckpt_tools import tiny
+from conftest import SAMPLES, run_hc
+from hccli.config import load_config
+from hccli.inventory import build_inventory
+from hccli.synth import INDEX_NAME, plan_shards
+
+
+def test_tiny_has_every_inventory_tensor_readable_by_safetensors(tmp_path):
+    ck = tiny(tmp_path / "t")
+    inv = build_inventory(load_config(SAMPLES / "tiny-v4.1.json")).by_name()
+    index = json.loads((ck / INDEX_NAME).read_text())
+    assert set(index["weight_map"]) == set(inv)
+    seen = {}
+    for shard in sorted(set(index["weight_map"].values())):
+        with safe_open(str(ck / shard), framework="pt") as f:  # the reference reader accepts our files
+            for k in f.keys():
+                t = f.get_tensor(k)
+                seen[k] = tuple(t.shape)
+    assert seen == {n: t.shape for n, t in inv.items()}
+    assert index["metadata"]["total_size"] == sum(t.nbytes for t in inv.values())
+    assert (ck / "config.json").read_bytes() == (SAMPLES / "tiny-v4.1.json").read_bytes()
+
+
+def test_tiny_values_are_finite_and_realistic(tmp_path):
+    ck = tiny(tmp_path / "t")
+    index = json.loads((ck / INDEX_NAME).read_text())["weight_map"]
+    with safe_open(str(ck / index["layers.3.hc_attn_base"]), framework="numpy") as f:
+        base = f.get_tensor("layers.3.hc_attn_base")
+        scale = f.get_tensor("layers.3.hc_attn_scale")
+    assert base.dtype == np.float32 and np.isfinite(base).all() and (scale > 0).all()
+    comb = base[8:].reshape(4, 4)
+    assert np.diag(comb).mean() > comb[~np.eye(4, dtype=bool)].mean() + 1  # non-trivial comb
+
+
+def test_v41_phantom_has_48_shards_in_release_order(tmp_path):
+    inv = build_inventory(load_config(SAMPLES / "deepseek-v4.1-flash.json"))
+    shards = plan_shards(inv)
+    assert len(shards) == 48
+    assert [t.name for t in shards[0].tensors] == ["embed.weight"]
+    # an Engram table sits on a shard of its own right after its layer's shard
+    engram = [i for i, s in enumerate(shards) if any(t.name.endswith("engram.embed.weight") for t in s.tensors)]
+    assert len(engram) == 2
+    for i in engram:
+        assert {t.name.rsplit(".", 1)[0] for t in shards[i].tensors} == {shards[i].tensors[0].name.rsplit(".", 1)[0]}
+        assert shards[i - 1].tensors[0].layer == shards[i].tensors[0].layer
+    layer_order = [s.tensors[0].layer for s in shards if s.tensors[0].layer is not None]
+    assert layer_order == sorted(layer_order)
+
+
+def test_phantom_is_sparse_and_reads_back(tmp_path):
+    out = tmp_path / "p"
+    r = run_hc("make-checkpoint", SAMPLES / "deepseek-v4.1-flash.json", out, "--phantom", "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = r.json()
+    assert doc["shards"] == 48 and doc["total_size"] > 500e9
+    used = sum(f.stat().st_blocks * 512 for f in out.iterdir())
+    assert used < 64e6, used  # 510 GB apparent, a few MB on disk
+
+
+def test_refuses_non_empty_outdir_without_force(tmp_path):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "keep.txt").write_text("mine")
+    r = run_hc("make-checkpoint", SAMPLES / "tiny-v4.1.json", out)
+    assert r.exit_code == 2 and "not empty" in r.stderr
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+    assert run_hc("make-checkpoint", SAMPLES / "tiny-v4.1.json", out, "--force").exit_code == 0
+    assert (out / "keep.txt").read_text() == "mine"
+
+
+def test_refuses_full_scale_values(tmp_path):
+    r = run_hc("make-checkpoint", SAMPLES / "deepseek-v4-flash.json", tmp_path / "x")
+    assert r.exit_code == 2 and "--phantom" in r.stderr
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("config", ["tiny-v4.hf.json", "tiny-v4.1.hf.json"])
+def test_other_families(tmp_path, config):
+    ck = tiny(tmp_path / "t", config)
+    r = run_hc("inspect", ck, "--verify", "--json")
+    assert r.exit_code == 0, r.stdout[-2000:]
+    assert r.json()["findings"] == []
