@@ -26,9 +26,9 @@ class Result:
 
 
 def run_hc(*args: str) -> Result:
-    from hccli.cli.app import app
+    from hccli.cli.app import register
 
-    return Result(CliRunner().invoke(app, [str(a) for a in args]))
+    return Result(CliRunner().invoke(register(), [str(a) for a in args]))
 
 
 @pytest.fixture

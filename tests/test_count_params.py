@@ -145,7 +145,7 @@ def test_count_params_and_model_do_not_import_torch():
     code = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
-        "from hccli.cli.app import app\n"
+        "from hccli.cli.app import register; app = register()\n"
         "r1 = CliRunner().invoke(app, ['count-params', '--json'])\n"
         "r2 = CliRunner().invoke(app, ['count-params', 'sample_configs/tiny-v4.1.json', '--model', '--json'])\n"
         "assert r1.exit_code == 0 and r2.exit_code == 0\n"

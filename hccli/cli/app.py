@@ -59,23 +59,33 @@ def _root(
 
 
 # Importing a command module registers it on `app`. Command modules import only
-# typer/rich and the core; torch and tilelang load inside the kernel commands.
-COMMAND_MODULES = ("count_params", "inspect", "make_checkpoint", "run_kernel", "bench")
+# typer and the core they need at call time; torch and tilelang load inside the
+# kernel commands.
+COMMANDS = {
+    "count-params": "count_params",
+    "inspect": "inspect",
+    "make-checkpoint": "make_checkpoint",
+    "run-kernel": "run_kernel",
+}
+_registered: set[str] = set()
 
 
-def _register() -> None:
+def register(names=None) -> typer.Typer:
+    """Register the named commands (default: all) and return the app."""
     import importlib
 
-    for name in COMMAND_MODULES:
-        try:
-            importlib.import_module(f"hccli.cli.{name}")
-        except ModuleNotFoundError as exc:  # a command not built yet
-            if exc.name != f"hccli.cli.{name}":
-                raise
-
-
-_register()
+    for name in names or COMMANDS:
+        if name not in _registered:
+            importlib.import_module(f"hccli.cli.{COMMANDS[name]}")
+            _registered.add(name)
+    return app
 
 
 def main() -> None:
+    # Typer builds every registered command's parameters at each start; a run of
+    # one command registers only that one (start-up time), --help and the rest all.
+    import sys
+
+    first = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
+    register([first] if first in COMMANDS and "--help" not in sys.argv and "-h" not in sys.argv else None)
     app()

@@ -1,7 +1,6 @@
 """`hc count-params`: hyper-connection parameters per component, site, layer and group;
 with --model, the whole model under each counting convention."""
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Optional

@@ -1,6 +1,5 @@
 """`hc inspect`: what a checkpoint holds, its hyper-connection values, and --verify."""
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Optional

@@ -1,7 +1,6 @@
 """`hc make-checkpoint`: sample checkpoints from a config (tiny with values, or a
 full-scale sparse phantom)."""
 
-from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Optional

@@ -1,0 +1,314 @@
+"""Where the split-Sinkhorn op's input (the mix vectors) comes from. No printing here.
+
+Four sources, each giving a MixesInput (float32 numpy mixes [..., (2+hc)*hc], a
+one-line provenance, and the flat indices of tokens whose mixes hold NaN/Inf):
+
+- `sample_mixes`: the bundled default, 4 tokens generated here from fixed seeds;
+- `random_mixes`: N(0, std^2) mixes for any token count and seed;
+- `load_mixes`: a file (.safetensors tensor `mixes`, .npy, or JSON nested lists);
+- `hidden_mixes`: a hidden state [tokens, hc, dim] (seeded or from a file) turned
+  into mixes the way the model does it, by the hc_fn projection and an RMS scale.
+
+NaN and Inf are passed through (the op is defined on them; showing what it does
+with them is the point), but reported, so the caller can say which tokens.
+numpy only, except `mixes_from_hidden`, which imports torch when called.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from hccli.errors import HcError
+from hccli.kernels.reference import mix_width
+
+# The bundled sample. Its numbers come from nowhere but these seeds: a hidden
+# state h ~ N(0, 1) of SAMPLE_TOKENS tokens x hc streams x SAMPLE_DIM features and an
+# hc_fn ~ N(0, 1 / (hc * dim)), which after the model's RMS scaling gives mixes of
+# unit variance, the size the model's own projection produces for a unit-RMS
+# stream. The scale and base are made up to give a readable, non-trivial result:
+# pre near 0.5, post near 1, and comb offsets of 2 on the diagonal (a matrix that
+# leans towards carrying each stream over to itself, as hyper-connections start
+# out), which the mixes then perturb. They are not read from any checkpoint.
+SAMPLE_TOKENS = 4
+SAMPLE_DIM = 64
+SAMPLE_SEED = 4
+SAMPLE_SCALE = (1.0, 1.0, 1.0)
+SAMPLE_COMB_DIAGONAL = 2.0
+
+SAFETENSORS_FLOATS = {"F16": "<f2", "BF16": "<u2", "F32": "<f4", "F64": "<f8"}  # BF16 is widened by hand
+_MAX_HEADER = 100 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class MixesInput:
+    mixes: np.ndarray  # float32, [..., (2+hc)*hc]
+    provenance: str  # one line: where the numbers come from
+    nonfinite_tokens: tuple[int, ...]  # flat token indices (leading dims flattened) with NaN/Inf
+    hc_scale: np.ndarray | None = None  # [3], when the source comes with its own parameters
+    hc_base: np.ndarray | None = None  # [(2+hc)*hc]
+
+    @property
+    def tokens(self) -> int:
+        return int(np.prod(self.mixes.shape[:-1], dtype=np.int64))
+
+
+def _nonfinite_tokens(mixes: np.ndarray) -> tuple[int, ...]:
+    rows = mixes.reshape(-1, mixes.shape[-1])
+    return tuple(int(i) for i in np.flatnonzero(~np.isfinite(rows).all(axis=1)))
+
+
+def _make(mixes: np.ndarray, provenance: str, **params: Any) -> MixesInput:
+    mixes = np.ascontiguousarray(mixes, dtype=np.float32)
+    return MixesInput(mixes, provenance, _nonfinite_tokens(mixes), **params)
+
+
+def _check_count(what: str, value: Any, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
+        raise HcError(f"{what} must be an integer >= {minimum}, got {value!r}")
+    return int(value)
+
+
+# ---- (a) the bundled sample ----------------------------------------------------
+
+
+def sample_params(hc_mult: int = 4) -> tuple[np.ndarray, np.ndarray]:
+    """(hc_scale [3], hc_base [(2+hc)*hc]) that go with the bundled sample."""
+    hc = _check_count("hc_mult", hc_mult)
+    scale = np.asarray(SAMPLE_SCALE, dtype=np.float32)
+    base = np.zeros(mix_width(hc), dtype=np.float32)
+    base[2 * hc :] = (SAMPLE_COMB_DIAGONAL * np.eye(hc, dtype=np.float32)).reshape(-1)
+    return scale, base
+
+
+def sample_mixes(hc_mult: int = 4) -> MixesInput:
+    """The bundled default input: 4 tokens, with the scale and base to use on them."""
+    hc = _check_count("hc_mult", hc_mult)
+    rng = np.random.default_rng(SAMPLE_SEED)
+    hidden = rng.standard_normal((SAMPLE_TOKENS, hc, SAMPLE_DIM), dtype=np.float32)
+    fn = _random_fn(rng, hc, SAMPLE_DIM)
+    x = hidden.reshape(SAMPLE_TOKENS, hc * SAMPLE_DIM)
+    mixes = (x @ fn.T) / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + np.float32(1e-6))
+    scale, base = sample_params(hc)
+    return _make(
+        mixes,
+        f"bundled sample: {SAMPLE_TOKENS} tokens of mixes from a seeded hidden state "
+        f"(seed {SAMPLE_SEED}, dim {SAMPLE_DIM}) and a seeded hc_fn",
+        hc_scale=scale,
+        hc_base=base,
+    )
+
+
+def _random_fn(rng: np.random.Generator, hc: int, dim: int) -> np.ndarray:
+    # N(0, 1/(hc*dim)): unit-variance mixes from a unit-RMS hidden state
+    return rng.standard_normal((mix_width(hc), hc * dim), dtype=np.float32) / np.float32(math.sqrt(hc * dim))
+
+
+# ---- (b) random mixes -------------------------------------------------------------
+
+
+def random_mixes(tokens: int, seed: int = 0, hc_mult: int = 4, std: float = 1.0) -> MixesInput:
+    """`tokens` rows of N(0, std^2) mixes from numpy's default_rng(seed)."""
+    tokens = _check_count("tokens", tokens)
+    hc = _check_count("hc_mult", hc_mult)
+    seed = _check_count("seed", seed, minimum=0)
+    rng = np.random.default_rng(seed)
+    mixes = rng.standard_normal((tokens, mix_width(hc)), dtype=np.float32) * np.float32(std)
+    return _make(mixes, f"random: {tokens} tokens, seed {seed}, N(0, {std:g}^2)")
+
+
+# ---- (c) mixes from a file ----------------------------------------------------------
+
+
+def load_mixes(path: str | Path, hc_mult: int = 4) -> MixesInput:
+    """Mixes from .safetensors (tensor `mixes`), .npy or .json, shape [..., (2+hc)*hc]."""
+    hc = _check_count("hc_mult", hc_mult)
+    width = mix_width(hc)
+    path = Path(path)
+    array, what = load_float_array(path, "mixes")
+    if array.ndim < 1 or array.shape[-1] != width:
+        raise HcError(
+            f"{path}: {what} has shape {list(array.shape)}, expected [..., {width}] "
+            f"((2 + hc_mult) * hc_mult with hc_mult = {hc})"
+        )
+    if array.size == 0:
+        raise HcError(f"{path}: {what} has shape {list(array.shape)}, which holds no tokens")
+    return _make(array, f"file {path}: {what} {list(array.shape)}")
+
+
+def load_float_array(path: Path, tensor: str) -> tuple[np.ndarray, str]:
+    """(array of a float dtype, what it is in words) from .safetensors (named tensor), .npy or .json."""
+    if not path.exists():
+        raise HcError(f"{path}: no such file")
+    if not path.is_file():
+        raise HcError(f"{path}: not a file")
+    suffix = path.suffix.lower()
+    if suffix == ".safetensors":
+        array, dtype = _read_safetensors(path, tensor)
+        return array, f"tensor `{tensor}` {dtype}"
+    if suffix == ".npy":
+        array = _read_npy(path)
+        return array, f"array {array.dtype.name}"
+    if suffix == ".json":
+        return _read_json(path), "nested list"
+    raise HcError(f"{path}: unknown file type {suffix or '(none)'}; expected .safetensors, .npy or .json")
+
+
+def _read_safetensors(path: Path, name: str) -> tuple[np.ndarray, str]:
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(8)
+        if len(head) < 8:
+            raise HcError(f"{path}: {size} bytes, too short for a safetensors header")
+        n = int.from_bytes(head, "little")
+        if n > min(size - 8, _MAX_HEADER):
+            raise HcError(f"{path}: header length {n} does not fit in the file's {size} bytes")
+        try:
+            header = json.loads(f.read(n))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise HcError(f"{path}: the safetensors header is not JSON ({exc})") from None
+        if not isinstance(header, dict):
+            raise HcError(f"{path}: the safetensors header is not a JSON object")
+        entry = header.get(name)
+        if not isinstance(entry, dict):
+            found = sorted(k for k in header if k != "__metadata__")
+            listed = ", ".join(found[:8]) + (" ..." if len(found) > 8 else "") if found else "none"
+            raise HcError(f"{path}: no tensor `{name}` (tensors found: {listed})")
+        dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
+        if dtype not in SAFETENSORS_FLOATS:
+            raise HcError(f"{path}: tensor `{name}` has dtype {dtype}, expected a float dtype (F16, BF16, F32, F64)")
+        if (
+            not isinstance(shape, list)
+            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
+            or not isinstance(offsets, list)
+            or len(offsets) != 2
+            or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
+        ):
+            raise HcError(f"{path}: tensor `{name}` has a malformed shape or data_offsets in the header")
+        itemsize = np.dtype(SAFETENSORS_FLOATS[dtype]).itemsize
+        count = math.prod(shape)
+        begin, end = offsets
+        if not 0 <= begin <= end or end - begin != count * itemsize or 8 + n + end > size:
+            raise HcError(
+                f"{path}: tensor `{name}` data_offsets {offsets} do not match its shape {shape} "
+                f"and dtype {dtype}, or run past the end of the file"
+            )
+        f.seek(8 + n + begin)
+        raw = f.read(end - begin)
+    if dtype == "BF16":  # numpy has no bfloat16: widen the 16 bits into float32's top half
+        words = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
+        return words.view(np.float32).reshape(shape), dtype
+    # a copy: frombuffer's arrays are read-only, which torch.as_tensor warns about
+    return np.frombuffer(raw, dtype=SAFETENSORS_FLOATS[dtype]).reshape(shape).copy(), dtype
+
+
+def _read_npy(path: Path) -> np.ndarray:
+    try:
+        array = np.load(path, allow_pickle=False)
+    except (ValueError, OSError, EOFError) as exc:
+        raise HcError(f"{path}: not a readable .npy array ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+    if not isinstance(array, np.ndarray):
+        raise HcError(f"{path}: holds no single array")
+    if array.dtype.kind != "f":
+        raise HcError(f"{path}: array has dtype {array.dtype.name}, expected a float dtype (float16, float32, float64)")
+    return array
+
+
+def _read_json(path: Path) -> np.ndarray:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise HcError(f"{path}: not valid JSON ({exc})") from None
+    try:
+        array = np.asarray(data)
+    except ValueError:
+        raise HcError(f"{path}: the nested lists are not rectangular") from None
+    if array.dtype.kind not in "fiu":
+        raise HcError(f"{path}: expected nested lists of numbers, found {array.dtype.name} values")
+    return array.astype(np.float64)
+
+
+# ---- (d) mixes from a hidden state ----------------------------------------------------
+
+
+def mixes_from_hidden(hidden: Any, hc_fn: Any, norm_eps: float = 1e-6) -> np.ndarray:
+    """The model's mix projection: x = h.flatten(-2).float(); (x @ hc_fn.T) * rsqrt(mean(x^2) + norm_eps).
+
+    hidden [..., hc, dim] (any float dtype), hc_fn [(2+hc)*hc, hc*dim]; float32 numpy result.
+    The model takes norm_eps from its config (norm_eps / rms_norm_eps).
+    """
+    import torch
+
+    h = torch.as_tensor(np.asarray(hidden)) if not isinstance(hidden, torch.Tensor) else hidden
+    fn = torch.as_tensor(np.asarray(hc_fn)) if not isinstance(hc_fn, torch.Tensor) else hc_fn
+    if h.dim() < 2:
+        raise HcError(f"hidden state has shape {list(h.shape)}, expected [..., hc, dim]")
+    hc, dim = int(h.shape[-2]), int(h.shape[-1])
+    if list(fn.shape) != [mix_width(hc), hc * dim]:
+        raise HcError(f"hc_fn has shape {list(fn.shape)}, expected [{mix_width(hc)}, {hc * dim}] for hc {hc}, dim {dim}")
+    x = h.flatten(-2).float()
+    mixes = (x @ fn.float().T) * torch.rsqrt(x.square().mean(-1, keepdim=True) + norm_eps)
+    return mixes.cpu().numpy()
+
+
+def hidden_mixes(
+    tokens: int = SAMPLE_TOKENS,
+    dim: int = SAMPLE_DIM,
+    seed: int = 0,
+    hc_mult: int = 4,
+    path: str | Path | None = None,
+    norm_eps: float = 1e-6,
+    fn: np.ndarray | None = None,
+    fn_origin: str = "",
+) -> MixesInput:
+    """Mixes from a hidden state: seeded N(0, 1) [tokens, hc, dim], or read from `path`.
+
+    A file holds the hidden state [..., hc, dim] (.safetensors tensor `hidden`, .npy
+    or .json); a .safetensors file may also carry `hc_fn` [(2+hc)*hc, hc*dim].
+    `fn` (a checkpoint's hc_fn, say) fixes dim and wins over both. Without any,
+    hc_fn is seeded N(0, 1/(hc*dim)).
+    """
+    hc = _check_count("hc_mult", hc_mult)
+    seed = _check_count("seed", seed, minimum=0)
+    rng = np.random.default_rng(seed)
+    if fn is not None:
+        dim = int(fn.shape[1]) // hc
+    if path is None:
+        tokens = _check_count("tokens", tokens)
+        dim = _check_count("dim", dim)
+        hidden = rng.standard_normal((tokens, hc, dim), dtype=np.float32)
+        origin = f"hidden state: {tokens} tokens x {hc} streams x {dim}, seed {seed} N(0, 1)"
+    else:
+        path = Path(path)
+        hidden, what = load_float_array(path, "hidden")
+        if hidden.ndim < 2 or hidden.shape[-2] != hc or hidden.shape[-1] < 1 or hidden.size == 0 \
+                or (fn is not None and hidden.shape[-1] != dim):
+            want = f"[..., {hc}, {dim}]" if fn is not None else f"[..., {hc}, dim]"
+            raise HcError(f"{path}: {what} has shape {list(hidden.shape)}, expected {want} for hc_mult = {hc}")
+        dim = int(hidden.shape[-1])
+        origin = f"hidden state: file {path} {what} {list(hidden.shape)}"
+        if fn is None and path.suffix.lower() == ".safetensors":
+            fn = _optional_fn(path, hc, dim)
+            fn_origin = "hc_fn from the file" if fn is not None else ""
+    if fn is None:
+        fn = _random_fn(rng, hc, dim)
+        fn_origin = f"hc_fn seeded N(0, 1/{hc * dim}) (seed {seed})"
+    mixes = mixes_from_hidden(hidden, fn, norm_eps)
+    return _make(mixes, f"{origin}; {fn_origin}; norm_eps {norm_eps:g}")
+
+
+def _optional_fn(path: Path, hc: int, dim: int) -> np.ndarray | None:
+    try:
+        fn, _ = _read_safetensors(path, "hc_fn")
+    except HcError as exc:
+        if "no tensor `hc_fn`" in exc.message:
+            return None
+        raise
+    if list(fn.shape) != [mix_width(hc), hc * dim]:
+        raise HcError(f"{path}: tensor `hc_fn` has shape {list(fn.shape)}, expected [{mix_width(hc)}, {hc * dim}]")
+    return fn
