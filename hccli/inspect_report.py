@@ -5,35 +5,54 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from hccli.checkpoint.hc import HcSiteTensors, find_hc, layer_counts, read_part
+from hccli.checkpoint.header import DTYPES, TensorInfo
 from hccli.checkpoint.shardset import Checkpoint, open_checkpoint
 from hccli.checkpoint.verify import Finding, verify
 from hccli.sinkhorn_np import head_pre, split_sinkhorn
 
+_BEGIN, _END = attrgetter("begin"), attrgetter("end")
 
 
-def logical_params(tensors: dict) -> int:
+def by_dtype(tensors: dict) -> dict[str, list[TensorInfo]]:
+    """The tensors grouped by dtype, dtypes in order of first appearance."""
+    groups: dict[str, list[TensorInfo]] = {}
+    for _, t in tensors.values():
+        group = groups.get(t.dtype)
+        if group is None:
+            group = groups[t.dtype] = []
+        group.append(t)
+    return groups
+
+
+def _stored_bytes(group: list[TensorInfo]) -> int:
+    return sum(map(_END, group)) - sum(map(_BEGIN, group))  # the sum of nbytes, without a call per tensor
+
+
+def logical_params(tensors: dict, groups: dict[str, list[TensorInfo]] | None = None) -> int:
     """Parameters from headers alone: an I8 weight whose sibling F8_E8M0 scale has one
-    value per 32 inputs is packed fp4 (two parameters a byte); scales count 0."""
-    total = 0
-    for name, (_, t) in tensors.items():
-        dtype = t.dtype
-        if dtype == "F8_E8M0":
-            continue
-        n = t.n_elements
-        if dtype == "I8" and name.endswith(".weight") and len(t.shape) == 2:
-            sib = tensors.get(name[:-7] + ".scale")
+    value per 32 inputs is packed fp4 (two parameters a byte); scales count 0.
+    `groups` is by_dtype(tensors) when the caller has it already."""
+    groups = by_dtype(tensors) if groups is None else groups
+    # A validated entry's bytes are exactly its elements x bits / 8, so a dtype's elements are
+    # its bytes x 8 / bits: no product of dims per tensor.
+    total = sum(_stored_bytes(g) * 8 // DTYPES[d] for d, g in groups.items() if d != "F8_E8M0")
+    get = tensors.get
+    for t in groups.get("I8", ()):
+        shape = t.shape
+        if len(shape) == 2 and t.name.endswith(".weight"):
+            sib = get(t.name[:-7] + ".scale")
             if sib is not None:
+                # One scale per 32 fp4 values, two values a byte: [rows, cols] beside [rows, cols / 16].
                 s = sib[1]
-                if s.dtype == "F8_E8M0" and len(s.shape) == 2 and s.shape[0] == t.shape[0] \
-                        and s.shape[1] * 32 == t.shape[1] * 2:
-                    n *= 2
-        total += n
+                if s.dtype == "F8_E8M0" and s.shape == (shape[0], shape[1] // 16) and shape[1] % 16 == 0:
+                    total += shape[0] * shape[1]  # packed fp4: its elements count a second time
     return total
 
 
@@ -128,26 +147,35 @@ class HcEntry:
 def read_hc_entries(ckpt: Checkpoint, sites: list[HcSiteTensors]) -> list[HcEntry]:
     iters = ckpt.config.hc_sinkhorn_iters if ckpt.config else 20
     eps = ckpt.config.hc_eps if ckpt.config else 1e-6
-    out = []
+    values = []
     for s in sites:
         if any(p not in s.parts or s.parts[p][1].dtype != "F32" for p in ("base", "scale")):
             continue  # --verify reports it (hc_incomplete / hc_dtype); nothing to compute
-        base = read_part(ckpt, s, "base").reshape(-1)
-        scale = read_part(ckpt, s, "scale").reshape(-1)
-        if s.site == "head":
-            hc = base.size
-            pre = head_pre(np.zeros(hc, np.float32), scale, base, eps)
-            out.append(HcEntry(s.layer, s.name, s.site, s.is_stage, scale.tolist(), base.tolist(), hc, None,
-                               pre.tolist(), None))
-            continue
-        hc = int(round((base.size + 1) ** 0.5)) - 1
-        if (2 + hc) * hc != base.size or scale.size != 3:
-            continue  # a shape finding; nothing meaningful to compute
+        values.append((s, read_part(ckpt, s, "base").reshape(-1), read_part(ckpt, s, "scale").reshape(-1)))
+    out: dict[int, HcEntry] = {}
+    # the sites of one shape go through the op together, one row each (mixes = 0)
+    by_shape: dict[tuple[int, int, str], list] = {}
+    for i, (s, base, scale) in enumerate(values):
+        by_shape.setdefault((base.size, scale.size, s.site == "head"), []).append(i)
+    for (nb, ns, head), idx in by_shape.items():
+        bases = np.stack([values[i][1] for i in idx])
+        scales = np.stack([values[i][2] for i in idx])
         with np.errstate(all="ignore"):
-            pre, post, comb = split_sinkhorn(np.zeros(base.size, np.float32), scale, base, hc, iters, eps)
-        out.append(HcEntry(s.layer, s.name, s.site, s.is_stage, scale.tolist(), base.tolist(), hc,
-                           comb.tolist(), pre.tolist(), post.tolist()))
-    return out
+            if head:
+                pre = head_pre(np.zeros_like(bases), scales, bases, eps)
+                post = comb = None
+                hc = nb
+            else:
+                hc = int(round((nb + 1) ** 0.5)) - 1
+                if (2 + hc) * hc != nb or ns != 3:
+                    continue  # a shape finding; nothing meaningful to compute
+                pre, post, comb = split_sinkhorn(np.zeros_like(bases), scales, bases, hc, iters, eps)
+        for row, i in enumerate(idx):
+            s, base, scale = values[i]
+            out[i] = HcEntry(s.layer, s.name, s.site, s.is_stage, scale.tolist(), base.tolist(), hc,
+                             comb[row].tolist() if comb is not None else None, pre[row].tolist(),
+                             post[row].tolist() if post is not None else None)
+    return [out[i] for i in sorted(out)]
 
 
 @dataclass
@@ -219,13 +247,9 @@ def build_inspect(
     ckpt = open_checkpoint(path, config=config, progress=progress)
     tensors = ckpt.tensors()
     n_layers, n_stages = layer_counts(ckpt, tensors)
-    dtypes: dict[str, dict[str, int]] = {}
-    stored = 0
-    for _, (_, t) in tensors.items():
-        d = dtypes.setdefault(t.dtype, {"tensors": 0, "bytes": 0})
-        d["tensors"] += 1
-        d["bytes"] += t.nbytes
-        stored += t.nbytes
+    groups = by_dtype(tensors)
+    dtypes = {d: {"tensors": len(g), "bytes": _stored_bytes(g)} for d, g in groups.items()}
+    stored = sum(d["bytes"] for d in dtypes.values())
     rows = None
     filters = []
     if name_glob or layers is not None or dtype or list_tensors:
@@ -245,4 +269,5 @@ def build_inspect(
     if hc_layers is not None:
         sites = [s for s in sites if s.layer in hc_layers]
     findings = verify(ckpt) if run_verify else None
-    return InspectReport(ckpt, tensors, n_layers, n_stages, stored, logical_params(tensors), dtypes, rows, read_hc_entries(ckpt, sites), findings, ", ".join(filters))
+    return InspectReport(ckpt, tensors, n_layers, n_stages, stored, logical_params(tensors, groups), dtypes, rows,
+                         read_hc_entries(ckpt, sites), findings, ", ".join(filters))

@@ -14,14 +14,13 @@ import numpy as np
 
 def _pairwise_sum(x: np.ndarray, axis: int) -> np.ndarray:
     # the kernel's reduction tree: halves first, then pairs ((x0+x2)+(x1+x3) for 4)
-    n = x.shape[axis]
-    if n == 1:
-        return np.take(x, 0, axis=axis)
-    if n % 2:
-        return np.sum(x, axis=axis, dtype=x.dtype)
-    h = n // 2
-    a = np.take(x, range(h), axis=axis) + np.take(x, range(h, n), axis=axis)
-    return _pairwise_sum(a, axis)
+    x = np.moveaxis(x, axis, -1)
+    while x.shape[-1] > 1:
+        n = x.shape[-1]
+        if n % 2:
+            return np.sum(x, axis=-1, dtype=x.dtype)
+        x = x[..., : n // 2] + x[..., n // 2:]
+    return x[..., 0]
 
 
 def split_sinkhorn(mixes: np.ndarray, scale: np.ndarray, base: np.ndarray, hc: int, iters: int, eps: float,
@@ -31,9 +30,10 @@ def split_sinkhorn(mixes: np.ndarray, scale: np.ndarray, base: np.ndarray, hc: i
     b = np.asarray(base, dtype=dtype)
     e = dtype(eps)
     one = dtype(1)
-    pre = one / (one + np.exp(-(m[..., :hc] * s[0] + b[:hc]))) + e
-    post = dtype(2) * (one / (one + np.exp(-(m[..., hc:2 * hc] * s[1] + b[hc:2 * hc]))))
-    comb = (m[..., 2 * hc:] * s[2] + b[2 * hc:]).reshape(*m.shape[:-1], hc, hc)
+    # scale [3] or one per row [..., 3]; base [(2+hc)*hc] or one per row
+    pre = one / (one + np.exp(-(m[..., :hc] * s[..., 0:1] + b[..., :hc]))) + e
+    post = dtype(2) * (one / (one + np.exp(-(m[..., hc:2 * hc] * s[..., 1:2] + b[..., hc:2 * hc]))))
+    comb = (m[..., 2 * hc:] * s[..., 2:3] + b[..., 2 * hc:]).reshape(*m.shape[:-1], hc, hc)
     comb = np.exp(comb - comb.max(axis=-1, keepdims=True))
     comb = comb / _pairwise_sum(comb, -1)[..., :, None] + e
     comb = comb / (_pairwise_sum(comb, -2)[..., None, :] + e)
@@ -47,4 +47,5 @@ def head_pre(mixes: np.ndarray, scale: np.ndarray, base: np.ndarray, eps: float,
     """The V4 head mix: sigmoid(mixes * scale + base) + eps, no Sinkhorn."""
     m = np.asarray(mixes, dtype=dtype)
     one = dtype(1)
-    return one / (one + np.exp(-(m * dtype(scale[0]) + np.asarray(base, dtype=dtype)))) + dtype(eps)
+    s = np.asarray(scale, dtype=dtype)
+    return one / (one + np.exp(-(m * s[..., 0:1] + np.asarray(base, dtype=dtype)))) + dtype(eps)

@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("torch")
 
 from ckpt_tools import tiny  # noqa: E402
-from conftest import SAMPLES, run_hc  # noqa: E402
+from conftest import run_hc  # noqa: E402
 from f64_ref import split_sinkhorn_f64  # noqa: E402
 
 TOL = 2e-6

@@ -50,6 +50,8 @@ def find_hc(ckpt: Checkpoint) -> list[HcSiteTensors]:
     n_layers, n_stages = layer_counts(ckpt, tensors)
     groups: dict[tuple[str, str], dict] = {}
     for name, ref in tensors.items():
+        if "hc_" not in name:  # cheap test first: 86 of 96,085 names in V4.1-Flash
+            continue
         m = HC_NAME.match(name)
         if m:
             groups.setdefault((m["owner"] or "", m["site"]), {})[m["part"]] = ref

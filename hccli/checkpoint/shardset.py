@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from itertools import repeat
 from pathlib import Path, PurePosixPath
 from typing import Callable
 
-from hccli.checkpoint.header import Header, TensorInfo, read_header
+from hccli.checkpoint.header import Header, TensorInfo, gc_paused, read_header
 from hccli.checkpoint.source import ByteSource, LocalFile, one_line
 from hccli.config import ModelConfig, load_config
 from hccli.errors import HcError
@@ -59,10 +60,16 @@ class Checkpoint:
         """Every tensor, first occurrence in shard order (duplicates are a finding). Cached."""
         if self._tensors is None:
             out: dict[str, tuple[Shard, TensorInfo]] = {}
-            for s in self.readable():
-                for t in s.header.tensors:
-                    if t.name not in out:
-                        out[t.name] = (s, t)
+            # ~100k entries for a full checkpoint: built by C iterators, with the cyclic GC held
+            # off (it would walk the growing dict again and again; nothing here forms a cycle).
+            with gc_paused():
+                for s in self.readable():
+                    h = s.header
+                    if out.keys().isdisjoint(h.by_name):  # by_name is in h.tensors' order
+                        out.update(zip(h.by_name, zip(repeat(s), h.tensors)))
+                    else:  # a name already seen in an earlier shard keeps that shard
+                        for t in h.tensors:
+                            out.setdefault(t.name, (s, t))
             self._tensors = out
         return self._tensors
 
@@ -165,10 +172,11 @@ def open_checkpoint(
         names = [(f, False) for f in on_disk]
 
     shards = []
-    for k, (name, indexed) in enumerate(names):
-        if progress:
-            progress(k, len(names))
-        shards.append(_open_shard(root, name, indexed))
+    with gc_paused():  # the headers' ~100k entries: see gc_paused
+        for k, (name, indexed) in enumerate(names):
+            if progress:
+                progress(k, len(names))
+            shards.append(_open_shard(root, name, indexed))
     if progress:
         progress(len(names), len(names))
     if not shards:
