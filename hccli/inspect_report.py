@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from hccli.checkpoint.hc import HcSiteTensors, find_hc, layer_counts, read_part
+from hccli.checkpoint.hc import HcSiteTensors, find_hc, layer_counts, read_base_scale
 from hccli.checkpoint.header import DTYPES, TensorInfo
 from hccli.checkpoint.shardset import Checkpoint, open_checkpoint
 from hccli.checkpoint.verify import Finding, verify
@@ -147,11 +147,23 @@ class HcEntry:
 def read_hc_entries(ckpt: Checkpoint, sites: list[HcSiteTensors]) -> list[HcEntry]:
     iters = ckpt.config.hc_sinkhorn_iters if ckpt.config else 20
     eps = ckpt.config.hc_eps if ckpt.config else 1e-6
-    values = []
-    for s in sites:
-        if any(p not in s.parts or s.parts[p][1].dtype != "F32" for p in ("base", "scale")):
-            continue  # --verify reports it (hc_incomplete / hc_dtype); nothing to compute
-        values.append((s, read_part(ckpt, s, "base").reshape(-1), read_part(ckpt, s, "scale").reshape(-1)))
+    usable = [s for s in sites
+              if all(p in s.parts and s.parts[p][1].dtype == "F32" for p in ("base", "scale"))]
+    # (the others are --verify's to report: hc_incomplete / hc_dtype; nothing to compute)
+
+    def read(s: HcSiteTensors):
+        base, scale = read_base_scale(ckpt, s)
+        return s, base.reshape(-1), scale.reshape(-1)
+
+    if ckpt.remote is not None:  # each read is a round trip: overlap them
+        from concurrent.futures import ThreadPoolExecutor
+
+        from hccli.checkpoint.remote import WORKERS
+
+        with ThreadPoolExecutor(2 * WORKERS) as pool:
+            values = list(pool.map(read, usable))
+    else:
+        values = [read(s) for s in usable]
     out: dict[int, HcEntry] = {}
     # the sites of one shape go through the op together, one row each (mixes = 0)
     by_shape: dict[tuple[int, int, str], list] = {}
@@ -201,8 +213,9 @@ class InspectReport:
 
     def to_json(self) -> dict[str, Any]:
         c = self.ckpt
+        remote = c.remote
         doc: dict[str, Any] = {
-            "path": str(c.path),
+            "path": c.label,
             "kind": c.kind,
             "config": c.config.source if c.config else None,
             "shards": len(c.shards),
@@ -215,6 +228,12 @@ class InspectReport:
                                 "root_head": "numbered n_layers + n_stages, named head"},
             "hc": [e.to_json() for e in self.hc],
             "findings": [f.to_json() for f in self.findings] if self.findings is not None else [],
+            "unreadable_shards": [{"file": s.file, "error": s.error} for s in c.shards if s.header is None],
+            "transferred_bytes": remote.transfer.bytes if remote is not None else 0,
+            "remote": None if remote is None else {
+                "repo": remote.ref.repo_id, "revision": remote.ref.revision or "main", "sha": remote.sha,
+                "subfolder": remote.ref.subfolder, "endpoint": remote.endpoint, "requests": remote.transfer.requests,
+                "cached_files": remote.transfer.cached_files, "offline": remote.offline},
             "verified": self.findings is not None,
         }
         if self.rows is not None:

@@ -54,4 +54,5 @@ def test_fast_path_agrees_with_careful_path(case):
 
 
 def test_cases_ran():
-    assert CASES["n"] >= 300 and CASES["fast"] > 200, CASES
+    # the fast path declines some valid ones too (e.g. \\ud83d escapes of astral names): fine, but rarely
+    assert CASES["n"] >= 300 and CASES["fast"] > CASES["n"] // 2, CASES

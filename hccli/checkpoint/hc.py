@@ -71,12 +71,24 @@ def find_hc(ckpt: Checkpoint) -> list[HcSiteTensors]:
 
 def read_part(ckpt: Checkpoint, site: HcSiteTensors, part: str) -> np.ndarray:
     if part not in site.parts:
-        raise HcError(f"{ckpt.path}: tensor '{site.tensor_name(part)}' is not in the checkpoint")
+        raise HcError(f"{ckpt.label}: tensor '{site.tensor_name(part)}' is not in the checkpoint")
     shard, info = site.parts[part]
     if info.dtype != "F32":
         raise HcError(f"{shard.path}: tensor '{info.name}' is {info.dtype}; expected F32")
     with ckpt.source(shard) as src:
         return np.array(read_tensor(src, shard.header, info.name), dtype=np.float32)
+
+
+def read_base_scale(ckpt: Checkpoint, site: HcSiteTensors) -> tuple[np.ndarray, np.ndarray]:
+    """A site's base and scale values; one read when they lie side by side in one shard,
+    as releases write them (a round trip saved per site over HTTP)."""
+    (bs, b), (ss, s) = site.parts["base"], site.parts["scale"]
+    if bs is ss and b.dtype == s.dtype == "F32" and b.end == s.begin:
+        with ckpt.source(bs) as src:
+            raw = src.read(b.abs_begin, b.nbytes + s.nbytes)
+        both = np.frombuffer(raw, dtype="<f4").astype(np.float32)
+        return both[: b.nbytes // 4].reshape(b.shape), both[b.nbytes // 4:].reshape(s.shape)
+    return read_part(ckpt, site, "base"), read_part(ckpt, site, "scale")
 
 
 def select_site(ckpt: Checkpoint, layer: int, site: str) -> HcSiteTensors:
@@ -86,7 +98,7 @@ def select_site(ckpt: Checkpoint, layer: int, site: str) -> HcSiteTensors:
             return s
     have = sorted({s.layer for s in sites if s.site == site})
     shown = _ranges(have) if have else "none"
-    raise HcError(f"{ckpt.path}: no hc_{site}_* tensors for layer {layer}; this checkpoint has {site} sites "
+    raise HcError(f"{ckpt.label}: no hc_{site}_* tensors for layer {layer}; this checkpoint has {site} sites "
                   f"at layers {shown}")
 
 

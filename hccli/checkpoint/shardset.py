@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path, PurePosixPath
-from typing import Callable
+from typing import Any, Callable
 
 from hccli.checkpoint.header import Header, TensorInfo, gc_paused, read_header
 from hccli.checkpoint.source import ByteSource, LocalFile, one_line
@@ -34,7 +34,7 @@ class Shard:
 
 @dataclass(frozen=True)
 class Index:
-    path: Path
+    path: Path | str
     weight_map: dict[str, str]
     total_size: int | None
     metadata: dict
@@ -44,13 +44,14 @@ class Index:
 class Checkpoint:
     path: Path  # what the user named
     root: Path  # the directory the shards live in
-    kind: str  # "directory" | "index" | "file"
+    kind: str  # "directory" | "index" | "file" | "hub"
     index: Index | None
     shards: list[Shard]
     config: ModelConfig | None
     config_error: str | None
     unsafe: list[str] = field(default_factory=list)  # index shard names that were not opened
     missing: list[str] = field(default_factory=list)  # index shard names with no file
+    remote: Any = None  # a RemoteRepo for a hub repository
     _tensors: dict | None = field(default=None, repr=False)
 
     def readable(self) -> list[Shard]:
@@ -80,7 +81,13 @@ class Checkpoint:
                 out.setdefault(t.name, []).append(s)
         return out
 
+    @property
+    def label(self) -> str:
+        return self.remote.ref.label if self.remote is not None else str(self.path)
+
     def source(self, shard: Shard) -> ByteSource:
+        if self.remote is not None:
+            return self.remote.source(shard.file, shard.header.file_size if shard.header else None)
         assert shard.path is not None
         return LocalFile(shard.path)
 
@@ -91,13 +98,17 @@ def _safe_name(name: str) -> bool:
 
 
 def _read_index(path: Path) -> Index:
-    where = one_line(str(path))
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
-        raise HcError(f"{where}: no such file; expected a model.safetensors.index.json") from None
+        raise HcError(f"{one_line(str(path))}: no such file; expected a model.safetensors.index.json") from None
     except OSError as exc:
-        raise HcError(f"{where}: cannot read ({exc.strerror or exc})") from None
+        raise HcError(f"{one_line(str(path))}: cannot read ({exc.strerror or exc})") from None
+    return parse_index(raw, path)
+
+
+def parse_index(raw: bytes, path: Path | str) -> Index:
+    where = one_line(str(path))
     try:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -118,6 +129,35 @@ def _read_index(path: Path) -> Index:
     return Index(path, wm, total, meta)
 
 
+def _plan(index: Index | None, present: Callable[[str], bool], others: list[str], where: str
+          ) -> tuple[list[tuple[str, bool]], list[str], list[str]]:
+    """(shard names to read with whether the index names them, unsafe names, missing names)."""
+    if index is None:
+        if not others:
+            raise HcError(f"{where}: no {INDEX_NAME} and no .safetensors files here")
+        return [(f, False) for f in others], [], []
+    unsafe, missing, seen = [], [], []
+    for shard in dict.fromkeys(index.weight_map.values()):
+        if not _safe_name(shard):
+            unsafe.append(shard)
+        elif not present(shard):
+            missing.append(shard)
+        else:
+            seen.append(shard)
+    named = {str(PurePosixPath(s)) for s in seen}
+    names = [(s, True) for s in sorted(seen)] + [(f, False) for f in others if f not in named]
+    return names, unsafe, missing
+
+
+def _finish(where: str, shards: list[Shard], unsafe: list[str], missing: list[str]) -> None:
+    if not shards:
+        raise HcError(f"{where}: the index names {len(missing) + len(unsafe)} shard files and none "
+                      "of them is here" + (f" (first: {one_line(missing[0], 80)})" if missing else ""))
+    if not any(s.header is not None for s in shards):
+        first = shards[0]
+        raise HcError(first.error or f"{first.file}: unreadable")
+
+
 def _open_shard(root: Path, name: str, indexed: bool) -> Shard:
     path = root / name
     try:
@@ -133,10 +173,18 @@ def open_checkpoint(
     config: str | Path | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Checkpoint:
+    """A local checkpoint, or a hub repository (hf://org/name..., or a bare org/name
+    where no local path of that name exists)."""
+    text = str(path)
     p = Path(path)
-    if not p.exists():
-        raise HcError(f"{one_line(str(p))}: no such file or directory; expected a checkpoint directory, "
-                      "an index .json or a .safetensors file")
+    if text.startswith("hf://") or not p.exists():
+        from hccli.checkpoint.remote import parse_repo_spec
+
+        ref = parse_repo_spec(text, bare_allowed=not p.exists())
+        if ref is not None:
+            return _open_remote(ref, config=config, progress=progress)
+        raise HcError(f"{one_line(text)}: no such file or directory; expected a checkpoint directory, "
+                      "an index .json, a .safetensors file, or a hub repository hf://org/name")
     index = None
     if p.is_dir():
         root, kind = p, "directory"
@@ -148,28 +196,11 @@ def open_checkpoint(
     else:
         root, kind = p.parent, "file"
 
-    on_disk = sorted(f.name for f in root.glob("*.safetensors") if f.is_file()) if kind != "file" else []
-    unsafe: list[str] = []
-    missing: list[str] = []
-    names: list[tuple[str, bool]] = []
     if kind == "file":
-        names = [(p.name, False)]
-    elif index is not None:
-        seen = []
-        for shard in dict.fromkeys(index.weight_map.values()):
-            if not _safe_name(shard):
-                unsafe.append(shard)
-            elif not (root / shard).is_file():
-                missing.append(shard)
-            else:
-                seen.append(shard)
-        names = [(s, True) for s in sorted(seen)]
-        named = {str(PurePosixPath(s)) for s in seen}
-        names += [(f, False) for f in on_disk if f not in named]
+        names, unsafe, missing = [(p.name, False)], [], []
     else:
-        if not on_disk:
-            raise HcError(f"{one_line(str(p))}: no {INDEX_NAME} and no .safetensors files in this directory")
-        names = [(f, False) for f in on_disk]
+        on_disk = sorted(f.name for f in root.glob("*.safetensors") if f.is_file())
+        names, unsafe, missing = _plan(index, lambda s: (root / s).is_file(), on_disk, one_line(str(p)))
 
     shards = []
     with gc_paused():  # the headers' ~100k entries: see gc_paused
@@ -179,12 +210,7 @@ def open_checkpoint(
             shards.append(_open_shard(root, name, indexed))
     if progress:
         progress(len(names), len(names))
-    if not shards:
-        raise HcError(f"{one_line(str(p))}: the index names {len(missing) + len(unsafe)} shard files and none "
-                      "of them is here" + (f" (first: {one_line(missing[0], 80)})" if missing else ""))
-    if not any(s.header is not None for s in shards):
-        first = shards[0]
-        raise HcError(first.error or f"{first.file}: unreadable")
+    _finish(one_line(str(p)), shards, unsafe, missing)
 
     cfg, cfg_error = None, None
     cfg_path = Path(config) if config is not None else root / "config.json"
@@ -196,3 +222,38 @@ def open_checkpoint(
                 raise
             cfg_error = exc.message
     return Checkpoint(p, root, kind, index, shards, cfg, cfg_error, unsafe, missing)
+
+
+def _open_remote(ref, *, config, progress) -> Checkpoint:
+    from hccli.checkpoint.remote import fetch_headers, resolve
+    from hccli.config import parse_config
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    repo = resolve(ref)
+    present = set(repo.files)
+    index = None
+    with ThreadPoolExecutor(2) as pool:  # two round trips at once
+        wanted = (INDEX_NAME, "config.json") if config is None else (INDEX_NAME,)
+        futures = {name: pool.submit(repo.small_file, name) for name in wanted}
+    raw = futures[INDEX_NAME].result()
+    if raw is not None:
+        index = parse_index(raw, repo.display(INDEX_NAME))
+    others = sorted(f for f in repo.files if f.endswith(".safetensors") and "/" not in f)
+    names, unsafe, missing = _plan(index, lambda s: s in present, others, ref.label)
+    headers = fetch_headers(repo, [n for n, _ in names], progress=progress)
+    shards = [Shard(n, None, headers[n][0], headers[n][1], None if headers[n][0] else "remote", indexed)
+              for n, indexed in names]
+    _finish(ref.label, shards, unsafe, missing)
+    cfg, cfg_error = None, None
+    if config is not None:
+        cfg = load_config(config)
+    else:
+        try:
+            raw_cfg = futures["config.json"].result()
+            if raw_cfg is not None:
+                cfg = parse_config(raw_cfg, repo.display("config.json"))
+        except HcError as exc:
+            cfg_error = exc.message
+    return Checkpoint(Path(ref.label), Path(ref.label), "hub", index, shards, cfg, cfg_error, unsafe, missing,
+                      remote=repo)

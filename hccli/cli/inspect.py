@@ -20,13 +20,16 @@ EPILOG = """Examples:
   hc inspect /tmp/tiny/model.safetensors.index.json --dtype F32 --json
 
   hc inspect /tmp/tiny --hc-layer 3                 # comb offsets and the comb matrix of layer 3
+
+  hc inspect hf://deepseek-ai/DeepSeek-V4.1-Flash --verify   # over HTTP ranges: headers and HC values only
 """
 
 
 @app.command("inspect", epilog=EPILOG)
 def inspect_cmd(
-    path: Annotated[Path, typer.Argument(help="A checkpoint directory, its model.safetensors.index.json, "
-                                              "or one .safetensors file.", show_default=False)],
+    path: Annotated[str, typer.Argument(help="A checkpoint directory, its model.safetensors.index.json, "
+                                             "one .safetensors file, or a hub repository "
+                                             "hf://org/name[@revision][/subfolder].", show_default=False)],
     config: Annotated[Optional[Path], typer.Option("--config", help="config.json to check against "
                                                    "(default: the one beside the checkpoint, if any).")] = None,
     verify: Annotated[bool, typer.Option("--verify", help="Check index, headers, HC tensors and the config's "
@@ -52,7 +55,7 @@ def inspect_cmd(
     """
     from hccli.accounting import parse_layers
     from hccli.cli import render_inspect
-    from hccli.cli.output import emit_json, progress_bar, show
+    from hccli.cli.output import emit_json, note, progress_bar, safe, show
     from hccli.inspect_report import build_inspect
 
     big = 10_000  # a layer filter before the layer count is known: checked against it below
@@ -67,6 +70,12 @@ def inspect_cmd(
     for opt, spec in (("--layer", layer), ("--hc-layer", hc_layer)):
         if spec:
             parse_layers(spec, n_total + 1, opt)  # past the checkpoint's layers (+1: the root head)
+    unreadable = [s for s in report.ckpt.shards if s.header is None]
+    if unreadable and report.findings is None:
+        for s in unreadable[:5]:
+            note(f"[yellow]warning:[/] shard not read: {safe(s.error or s.file)}")
+        if len(unreadable) > 5:
+            note(f"[yellow]warning:[/] ... and {len(unreadable) - 5} more shards not read (--verify lists all)")
     if json_out:
         emit_json(report.to_json())
     else:

@@ -27,7 +27,12 @@ def _vec(xs: list[float]) -> str:
 def _summary(r: InspectReport) -> Iterator[Any]:
     c = r.ckpt
     cfg = f"config {safe(c.config.source)}" if c.config else "no config.json"
-    yield Text.from_markup(f"[bold]{safe(str(c.path))}[/] ({c.kind}, {cfg})")
+    yield Text.from_markup(f"[bold]{safe(c.label)}[/] ({c.kind}, {cfg})")
+    if c.remote is not None:
+        rm, tr = c.remote, c.remote.transfer
+        yield Text(f"{rm.endpoint}, revision {rm.ref.revision or 'main'} = commit {rm.sha}"
+                   f"{' (offline, from the cache)' if rm.offline else ''}: {tr.bytes:,} bytes transferred in "
+                   f"{tr.requests} range requests, {tr.cached_files} files from the cache")
     yield Text(f"{len(c.shards)} shards, {_n(len(r.tensors))} tensors, {_n(r.stored_bytes)} stored bytes "
                f"({r.stored_bytes / 1e9:,.2f} GB), {_n(r.logical_params)} logical parameters "
                f"({r.logical_params / 1e9:,.2f} G; fp4 bytes count 2, F8_E8M0 scales 0)")

@@ -27,8 +27,9 @@ EPILOG = """Examples:
 
 @app.command("run-kernel", epilog=EPILOG)
 def run_kernel_cmd(
-    impl: Annotated[str, typer.Option("--impl", help="auto (tilelang on a CUDA GPU, else torch), tilelang, or "
-                                      "torch.")] = "auto",
+    impl: Annotated[str, typer.Option("--impl", help="auto (the exact kernel on a CUDA GPU, else torch), exact "
+                                      "(bit-identical to the reference kernel, fast), fast (within 1e-6, fastest), "
+                                      "tilelang (the reference kernel) or torch.")] = "auto",
     device: Annotated[Optional[str], typer.Option("--device", help="cpu, cuda or cuda:N (default: chosen "
                                                   "by --impl).")] = None,
     tokens: Annotated[Optional[int], typer.Option("--tokens", "-t", help="Random mixes (or hidden states) of "
@@ -36,8 +37,8 @@ def run_kernel_cmd(
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random input.", min=0)] = 0,
     mixes: Annotated[Optional[Path], typer.Option("--mixes", help="Mixes [..., (2+hc)*hc] from a .safetensors "
                                                   "(tensor `mixes`), .npy or .json file.")] = None,
-    checkpoint: Annotated[Optional[Path], typer.Option("--checkpoint", help="Take hc_base, hc_scale (and hc_fn) "
-                                                       "from this checkpoint.")] = None,
+    checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="Take hc_base, hc_scale (and hc_fn) "
+                                                      "from this checkpoint (a path, or hf://org/name).")] = None,
     layer: Annotated[Optional[int], typer.Option("--layer", "-l", help="Layer of --checkpoint (stages after "
                                                  "the backbone).", min=0)] = None,
     site: Annotated[str, typer.Option("--site", "-s", help="attn or ffn.")] = "attn",
@@ -60,8 +61,8 @@ def run_kernel_cmd(
 ) -> None:
     """Run the split-Sinkhorn op (pre, post and the 4 x 4 comb matrix) over sample mixes.
 
-    On a CUDA GPU with tilelang installed, the tilelang kernel runs (bit-identical to
-    the reference kernel); elsewhere the torch reference does, and the output says
+    On a CUDA GPU with tilelang installed, the exact tilelang kernel runs (bit-identical
+    to the reference kernel); elsewhere the torch reference does, and the output says
     which ran and where. The input is the bundled sample unless --tokens, --mixes,
     --hidden/--hidden-file or --checkpoint say otherwise.
     """
@@ -70,7 +71,7 @@ def run_kernel_cmd(
     from hccli.kernels.run import check_save_path, gather, run, save_golden
 
     if save is not None:
-        check_save_path(save, force=force, protect=checkpoint)
+        check_save_path(save, force=force, protect=Path(checkpoint) if checkpoint else None)
     inp = gather(tokens=tokens, seed=seed, mixes_file=mixes, checkpoint=checkpoint, layer=layer, site=site,
                  hidden=hidden, hidden_file=hidden_file, dim=dim, config=config, hc_mult=hc_mult, iters=iters,
                  eps=eps)

@@ -97,7 +97,7 @@ def gather(
     tokens: int | None = None,
     seed: int = 0,
     mixes_file: Path | None = None,
-    checkpoint: Path | None = None,
+    checkpoint: str | Path | None = None,
     layer: int | None = None,
     site: str = "attn",
     hidden: bool = False,
