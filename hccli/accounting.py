@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from hccli.config import ModelConfig
 from hccli.errors import HcError
 from hccli.inventory import COMPONENTS, Inventory, TensorSpec, build_hc_inventory
-from hccli.layers import LayerPlan
+from hccli.layers import LayerPlan, format_ranges
 
 HC_COMPONENTS = ("pre", "post", "comb", "fn")
 HC_TITLES = {
@@ -236,7 +236,7 @@ def select(
     per_site = [sum(s.params.get(c, 0) for c in comps) for s in chosen]
     parts = []
     if layers is not None:
-        parts.append(f"layers {_ranges(sorted(layers))}")
+        parts.append(f"layers {format_ranges(sorted(layers))}")
     if groups is not None:
         parts.append("group " + ", ".join(plan.groups[g].label for g in sorted(groups)))
     if roles is not None:
@@ -259,23 +259,6 @@ def select(
         layers=tuple(sorted({s.layer for s in chosen if s.layer is not None})),
     )
 
-
-def _ranges(xs: list[int]) -> str:
-    out, start, prev = [], None, None
-    for x in xs:
-        if start is None:
-            start = prev = x
-        elif x == prev + 1:
-            prev = x
-        else:
-            out.append(f"{start}-{prev}" if start != prev else str(start))
-            start = prev = x
-    if start is not None:
-        out.append(f"{start}-{prev}" if start != prev else str(start))
-    return ",".join(out)
-
-
-# ---- whole-model totals ------------------------------------------------------------------------
 
 @dataclass(frozen=True)
 class ComponentTotals:

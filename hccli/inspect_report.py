@@ -16,6 +16,7 @@ from hccli.checkpoint.header import DTYPES, TensorInfo
 from hccli.checkpoint.shardset import Checkpoint, open_checkpoint
 from hccli.checkpoint.verify import Finding, verify
 from hccli.sinkhorn_np import head_pre, split_sinkhorn
+from hccli.layers import format_ranges
 
 _BEGIN, _END = attrgetter("begin"), attrgetter("end")
 
@@ -64,17 +65,6 @@ class TreeNode:
     children: list["TreeNode"] = field(default_factory=list)
 
 
-def _ranges(xs: list[int]) -> str:
-    out, i = [], 0
-    while i < len(xs):
-        j = i
-        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
-            j += 1
-        out.append(f"{xs[i]}-{xs[j]}" if j > i else str(xs[i]))
-        i = j + 1
-    return ",".join(out)
-
-
 def build_tree(tensors: dict) -> list[TreeNode]:
     """Collapse repeated layers: `layers.[0-39] x40` with the tensors every member
     holds, and the exceptions (`in 2,8,14,20`); inner numbers (experts) collapse too."""
@@ -104,11 +94,11 @@ def build_tree(tensors: dict) -> list[TreeNode]:
         if not members:
             nodes.append(TreeNode(key, 1, f"{info.dtype} {list(info.shape)}"))
             continue
-        node = TreeNode(f"{key}.[{_ranges(sorted(members))}]", len(members), f"x{len(members)}")
+        node = TreeNode(f"{key}.[{format_ranges(sorted(members))}]", len(members), f"x{len(members)}")
         for tpl, (where_set, inner, count, sigs) in templates.items():
-            label = tpl.replace("#", f"[{_ranges(sorted(inner))}]", 1) if inner else tpl
+            label = tpl.replace("#", f"[{format_ranges(sorted(inner))}]", 1) if inner else tpl
             sig = "; ".join(f"{d} {list(s)}" for d, s in sorted(sigs)) if len(sigs) <= 2 else f"{len(sigs)} shapes"
-            where = "" if where_set == members else f" in {_ranges(sorted(where_set))}"
+            where = "" if where_set == members else f" in {format_ranges(sorted(where_set))}"
             node.children.append(TreeNode(label, count, f"{sig} x{count}{where}"))
         nodes.append(node)
     return nodes

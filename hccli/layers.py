@@ -79,6 +79,19 @@ class LayerPlan:
         return {self.layers[i].group for i in indices}
 
 
+def format_ranges(xs) -> str:
+    """Sorted layer numbers as runs: [2, 3, 4, 8, 14, 15] -> '2-4,8,14-15'."""
+    xs = sorted(xs)
+    out, i = [], 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
+            j += 1
+        out.append(f"{xs[i]}-{xs[j]}" if j > i else str(xs[i]))
+        i = j + 1
+    return ",".join(out)
+
+
 def _role(cfg: ModelConfig, i: int) -> tuple[str, int | None]:
     ratio = cfg.compress_ratios[i]
     if ratio == 0:

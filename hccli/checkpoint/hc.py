@@ -17,6 +17,7 @@ from hccli.checkpoint.header import TensorInfo
 from hccli.checkpoint.shardset import Checkpoint, Shard
 from hccli.checkpoint.values import read_tensor
 from hccli.errors import HcError
+from hccli.layers import format_ranges
 
 HC_NAME = re.compile(r"^(?:(?P<owner>(?P<kind>layers|mtp)\.(?P<num>\d+))\.)?hc_(?P<site>attn|ffn|head)_(?P<part>fn|base|scale)$")
 LAYER_NAME = re.compile(r"^layers\.(\d+)\.")
@@ -97,17 +98,6 @@ def select_site(ckpt: Checkpoint, layer: int, site: str) -> HcSiteTensors:
         if s.layer == layer and s.site == site:
             return s
     have = sorted({s.layer for s in sites if s.site == site})
-    shown = _ranges(have) if have else "none"
+    shown = format_ranges(have) if have else "none"
     raise HcError(f"{ckpt.label}: no hc_{site}_* tensors for layer {layer}; this checkpoint has {site} sites "
                   f"at layers {shown}")
-
-
-def _ranges(xs: list[int]) -> str:
-    out, i = [], 0
-    while i < len(xs):
-        j = i
-        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
-            j += 1
-        out.append(f"{xs[i]}-{xs[j]}" if j > i else str(xs[i]))
-        i = j + 1
-    return ",".join(out)
