@@ -17,7 +17,11 @@ WHOLE = [d for d, bits in DTYPES.items() if bits % 8 == 0]
 @st.composite
 def headers(draw):
     n = draw(st.integers(0, 12))
-    names = draw(st.lists(st.text(min_size=1, max_size=12), min_size=n, max_size=n, unique=True))
+    # BMP names: astral ones escape to \\ud83d-style pairs with ensure_ascii, which the fast path
+    # leaves to the careful one (correct, just not what this test is for)
+    bmp = st.characters(max_codepoint=0xFFFF, blacklist_categories=("Cs",))
+    names = draw(st.lists(st.text(bmp, min_size=1, max_size=12).filter(lambda s: s != "__metadata__"),
+                          min_size=n, max_size=n, unique=True))
     entries, offset = [], 0
     for name in names:
         dtype = draw(st.sampled_from(WHOLE))
@@ -40,7 +44,7 @@ def headers(draw):
 
 @settings(max_examples=300, deadline=None)
 @given(headers())
-def test_fast_path_agrees_with_careful_path(case):
+def _agree(case):
     text, data = case
     body = text.encode()
     size = N_LEN + len(body) + data
@@ -53,6 +57,7 @@ def test_fast_path_agrees_with_careful_path(case):
     assert parse_header(len(body).to_bytes(8, "little") + body, size, "f") == careful
 
 
-def test_cases_ran():
-    # the fast path declines some valid ones too (e.g. \\ud83d escapes of astral names): fine, but rarely
-    assert CASES["n"] >= 300 and CASES["fast"] > CASES["n"] // 2, CASES
+def test_fast_path_agrees_with_careful_path():
+    CASES.update(n=0, fast=0)
+    _agree()  # runs every example
+    assert CASES["n"] >= 300 and CASES["fast"] > CASES["n"] * 3 // 4, CASES

@@ -88,3 +88,91 @@ def test_importing_the_package_loads_neither_torch_nor_tilelang():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+# ---- the token-per-thread kernels: exact and fast -----------------------------------------
+
+EXACT_CASES = [(4, 20, 1e-6), (2, 20, 1e-6), (8, 20, 1e-6), (1, 20, 1e-6), (4, 1, 1e-6), (4, 7, 1e-4), (4, 20, 0.0)]
+FAST_CASES = [(4, 20, 1e-6), (3, 20, 1e-6), (8, 20, 1e-6), (1, 20, 1e-6), (4, 1, 1e-6), (4, 7, 1e-4)]
+
+
+def _check_cubin(built, iters):
+    from hccli.kernels.tilelang_split import cubin_sm_arch
+
+    assert '"arch":"sm_90"' in built.target.replace(" ", "")
+    assert "__global__" in built.source
+    if iters > 1:
+        assert f"< {iters - 1};" in built.source  # the Sinkhorn loop, with its count
+    assert len(built.cubin) > 1000 and cubin_sm_arch(built.cubin) == 90
+    assert b".text.hc_split_sinkhorn_tokens" in built.cubin
+
+
+@pytest.mark.parametrize("hc,iters,eps", EXACT_CASES)
+def test_exact_kernel_compiles_to_an_sm90_cubin(tilelang, hc, iters, eps):
+    from hccli.kernels.tilelang_fast import BLOCK, build_kernel, shared_reciprocal_is_exact
+
+    built = build_kernel("exact", hc, iters, eps)
+    _check_cubin(built, iters)
+    src = built.source
+    assert f"__launch_bounds__({BLOCK}" in src
+    # the seed's arithmetic: precise expf, fused affine step, IEEE division where no shared
+    # reciprocal is proved safe, and no fast-math exp
+    assert "expf(" in src and "__expf" not in src and "__fdividef" not in src and "__fmaf_rn(" in src
+    assert " / " in src  # sigmoid and the softmax fallback
+    # the shared reciprocal: the softmax rows always (behind a range check), the Sinkhorn
+    # loop only where shared_reciprocal_is_exact holds
+    assert "tl::fast_rcp(rs" in src
+    shared = shared_reciprocal_is_exact(hc, iters, eps)
+    assert ("tl::fast_rcp(d" in src) == shared and (" / d" in src) == (not shared)
+
+
+@pytest.mark.parametrize("hc,iters,eps", FAST_CASES)
+def test_fast_kernel_compiles_to_an_sm90_cubin(tilelang, hc, iters, eps):
+    from hccli.kernels.tilelang_fast import build_kernel
+
+    built = build_kernel("fast", hc, iters, eps)
+    _check_cubin(built, iters)
+    assert "__expf(" in built.source and "tl::fast_rcp(" in built.source and " / " not in built.source
+
+
+def test_exact_kernel_moves_16_byte_vectors(tilelang):
+    from hccli.kernels.tilelang_fast import build_kernel
+
+    src = build_kernel("exact", 4, 20, 1e-6).source
+    # mixes in as float4 (global -> shared -> registers), pre/post/comb out as float4
+    assert src.count("*(float4*)(mixes") == 1 and src.count("*(float4*)(comb") == 1
+    assert src.count("*(float4*)(pre") == 1 and src.count("*(float4*)(post") == 1
+    assert "__syncthreads()" in src
+
+
+def test_shared_reciprocal_bound():
+    from hccli.kernels.tilelang_fast import shared_reciprocal_is_exact
+
+    assert shared_reciprocal_is_exact(4, 20, 1e-6)  # the models': bound 2^-97.9 >= 2^-100
+    assert shared_reciprocal_is_exact(2, 20, 1e-6) and shared_reciprocal_is_exact(8, 7, 1e-4)
+    assert not shared_reciprocal_is_exact(8, 20, 1e-6)  # 8^-39 * 1e-6 underflows the bound
+    assert not shared_reciprocal_is_exact(4, 20, 0.0)  # eps 0: entries can reach 0
+    assert not shared_reciprocal_is_exact(4, 20, 2.0)
+    assert not shared_reciprocal_is_exact(4, 40, 1e-6)
+
+
+def test_unsupported_hc_for_the_new_kernels_is_a_one_line_error(tilelang):
+    from hccli.kernels.tilelang_fast import build_kernel
+
+    for variant, hc in (("exact", 3), ("exact", 16), ("fast", 9)):
+        with pytest.raises(HcError) as info:
+            build_kernel(variant, hc, 20, 1e-6)
+        assert "hc_mult" in info.value.message and variant in info.value.message and "\n" not in info.value.message
+
+
+def test_new_modules_import_neither_torch_nor_tilelang():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, hccli.kernels.tilelang_fast, hccli.kernels.tilelang_token_math, hccli.kernels.bench, "
+        "hccli.kernels.registry, hccli.cli.bench, hccli.cli.render_bench; "
+        "print(sorted(m for m in ('torch', 'tilelang', 'tvm') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -153,7 +153,7 @@ def test_registry_picks_and_runs_the_kernel(kernel):
     from hccli.kernels.registry import resolve_impl
 
     impl = resolve_impl("auto")
-    assert (impl.name, impl.device) == ("tilelang", "cuda:0") and "tilelang" in impl.reason
+    assert (impl.name, impl.device) == ("exact", "cuda:0") and "exact" in impl.reason
     assert resolve_impl("auto", hc_mult=3).name == "torch"
     sample = sample_mixes()
     pre, post, comb = impl.run(sample.mixes, sample.hc_scale, sample.hc_base)

@@ -1,4 +1,4 @@
-"""hc run-kernel on a GPU: auto picks the tilelang kernel and it agrees with float64."""
+"""hc run-kernel on a GPU: auto picks the exact tilelang kernel and it agrees with float64."""
 
 import numpy as np
 import pytest
@@ -12,11 +12,11 @@ from f64_ref import split_sinkhorn_f64  # noqa: E402
 
 
 @pytest.mark.parametrize("args", [[], ["--tokens", "4096", "--seed", "7"]])
-def test_auto_runs_tilelang_on_the_gpu(args):
+def test_auto_runs_the_exact_kernel_on_the_gpu(args):
     r = run_hc("run-kernel", *args, "--json")
     assert r.exit_code == 0, r.stderr
     doc = r.json()
-    assert doc["impl"] == "tilelang" and doc["device"].startswith("cuda")
+    assert doc["impl"] == "exact" and doc["device"].startswith("cuda")
     if args:
         from hccli.kernels.inputs import random_mixes
 
@@ -38,3 +38,10 @@ def test_tilelang_equals_torch_reference_through_the_cli():
     assert b["device"].startswith("cuda")
     for key in ("pre", "post", "comb"):
         assert np.abs(np.array(a[key]) - np.array(b[key])).max() <= 1e-6, key
+
+
+def test_exact_is_bit_identical_to_the_reference_kernel_through_the_cli():
+    a = run_hc("run-kernel", "--tokens", "5000", "--seed", "3", "--impl", "exact", "--json").json()
+    b = run_hc("run-kernel", "--tokens", "5000", "--seed", "3", "--impl", "tilelang", "--json").json()
+    for key in ("pre", "post", "comb"):
+        assert np.array_equal(np.array(a[key], np.float32), np.array(b[key], np.float32)), key

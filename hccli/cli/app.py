@@ -66,6 +66,7 @@ COMMANDS = {
     "inspect": "inspect",
     "make-checkpoint": "make_checkpoint",
     "run-kernel": "run_kernel",
+    "bench": "bench",
 }
 _registered: set[str] = set()
 

@@ -1,9 +1,14 @@
-"""Pick an implementation of the split-Sinkhorn op: the tilelang kernel or the torch reference.
+"""Pick an implementation of the split-Sinkhorn op: a tilelang kernel or the torch reference.
 
-`resolve_impl("auto" | "tilelang" | "torch", device)` answers with a KernelImpl
-that says what it chose and why in one line, and runs the op. Choosing imports
-torch (and, for tilelang, tries tilelang) but compiles nothing: the kernel is
-built on the first `run`.
+    exact     tilelang, one token per thread, float32 results bit-identical to the seed kernel
+    fast      tilelang, one token per thread, approximate exp/reciprocal (within 1e-6)
+    tilelang  tilelang, the seed kernel's own shape (one 64-thread block per token): the reference kernel
+    torch     the torch reference (any device)
+    auto      exact on a CUDA GPU with tilelang; else the reference kernel, else torch
+
+`resolve_impl(name, device, hc_mult)` answers with a KernelImpl that says what it
+chose and why in one line, and runs the op. Choosing imports torch (and, for the
+kernels, tries tilelang) but compiles nothing: a kernel is built on the first `run`.
 """
 
 from __future__ import annotations
@@ -13,13 +18,14 @@ from typing import Any
 
 from hccli.errors import HcError
 
-IMPL_NAMES = ("auto", "tilelang", "torch")
+IMPL_NAMES = ("auto", "exact", "fast", "tilelang", "torch")
+KERNEL_NAMES = ("exact", "fast", "tilelang")  # the tilelang kernels
 INSTALL_HINT = "pip install 'hccli[kernel]'"
 
 
 @dataclass(frozen=True)
 class KernelImpl:
-    name: str  # "tilelang" or "torch"
+    name: str  # "exact", "fast", "tilelang" or "torch"
     device: str  # "cuda:0", "cpu", ...
     reason: str  # one line: how the choice was made
 
@@ -40,11 +46,42 @@ class KernelImpl:
         mixes_t = as_float_tensor(mixes, "mixes", dtype=torch.float32, device=self.device)
         scale_t = as_float_tensor(scale, "hc_scale", dtype=torch.float32, device=self.device)
         base_t = as_float_tensor(base, "hc_base", dtype=torch.float32, device=self.device)
-        if self.name == "tilelang":
-            from hccli.kernels.tilelang_split import hc_split_sinkhorn_tilelang
+        if self.name == "torch":
+            return hc_split_sinkhorn_torch(mixes_t, scale_t, base_t, hc_mult, iters, eps)
+        return kernel_function(self.name)(mixes_t, scale_t, base_t, hc_mult, iters, eps)
 
-            return hc_split_sinkhorn_tilelang(mixes_t, scale_t, base_t, hc_mult, iters, eps)
-        return hc_split_sinkhorn_torch(mixes_t, scale_t, base_t, hc_mult, iters, eps)
+
+def kernel_function(name: str) -> Any:
+    """The launch function of a tilelang kernel by impl name (imports its module)."""
+    if name == "tilelang":
+        from hccli.kernels.tilelang_split import hc_split_sinkhorn_tilelang
+
+        return hc_split_sinkhorn_tilelang
+    from hccli.kernels import tilelang_fast
+
+    return tilelang_fast.hc_split_sinkhorn_exact if name == "exact" else tilelang_fast.hc_split_sinkhorn_fast
+
+
+def kernel_supports(name: str, hc_mult: int) -> bool:
+    """Whether the tilelang kernel `name` has a build for hc_mult (no tilelang import)."""
+    if name == "tilelang":
+        from hccli.kernels.tilelang_split import SUPPORTED_HC
+
+        return hc_mult in SUPPORTED_HC
+    from hccli.kernels.tilelang_fast import supported_hc
+
+    return hc_mult in supported_hc(name)
+
+
+def check_kernel_supports(name: str, hc_mult: int) -> None:
+    if name == "tilelang":
+        from hccli.kernels.tilelang_split import check_supported
+
+        check_supported(hc_mult)
+    else:
+        from hccli.kernels.tilelang_fast import check_supported
+
+        check_supported(name, hc_mult)
 
 
 def _import_torch() -> Any:
@@ -87,8 +124,9 @@ def _normalise_device(torch: Any, device: str | None) -> str | None:
 def resolve_impl(name: str = "auto", device: str | None = None, hc_mult: int | None = None) -> KernelImpl:
     """Choose the implementation; HcError (exit 2) when the asked-for one cannot run here.
 
-    auto: the tilelang kernel on a CUDA device when tilelang imports (and supports
-    hc_mult, when given), else the torch reference (on CUDA if present, else cpu).
+    auto: the exact kernel on a CUDA device when tilelang imports; where exact has
+    no build for hc_mult, the reference kernel (tilelang), and where that has none
+    either, the torch reference (on CUDA if present, else cpu).
     """
     if name not in IMPL_NAMES:
         raise HcError(f"implementation {name!r} is unknown; expected one of {', '.join(IMPL_NAMES)}")
@@ -101,19 +139,18 @@ def resolve_impl(name: str = "auto", device: str | None = None, hc_mult: int | N
         how = "as asked" if dev else ("on the first CUDA device" if has_cuda else "on cpu: no CUDA device")
         return KernelImpl("torch", chosen, f"torch: the reference, {how}")
 
-    if name == "tilelang":
+    if name in KERNEL_NAMES:
+        what = "the tilelang kernel" if name == "tilelang" else f"the {name} kernel"
         if dev == "cpu":
-            raise HcError("the tilelang kernel runs on CUDA devices only, and device cpu was asked for")
+            raise HcError(f"{what} runs on CUDA devices only, and device cpu was asked for")
         if not has_cuda:
-            raise HcError("the tilelang kernel needs a CUDA GPU, and torch sees none (use the torch reference)")
+            raise HcError(f"{what} needs a CUDA GPU, and torch sees none (use the torch reference)")
         problem = tilelang_problem()
         if problem:
-            raise HcError(f"the tilelang kernel needs tilelang, which does not import ({problem}): {INSTALL_HINT}")
+            raise HcError(f"{what} needs tilelang, which does not import ({problem}): {INSTALL_HINT}")
         if hc_mult is not None:
-            from hccli.kernels.tilelang_split import check_supported
-
-            check_supported(hc_mult)
-        return KernelImpl("tilelang", dev or "cuda:0", f"tilelang: the kernel on {dev or 'cuda:0'}, as asked")
+            check_kernel_supports(name, hc_mult)
+        return KernelImpl(name, dev or "cuda:0", f"{name}: {what} on {dev or 'cuda:0'}, as asked")
 
     # auto
     if dev == "cpu":
@@ -124,11 +161,11 @@ def resolve_impl(name: str = "auto", device: str | None = None, hc_mult: int | N
     problem = tilelang_problem()
     if problem:
         return KernelImpl("torch", chosen, f"auto: tilelang does not import ({problem}), using the torch reference on {chosen}")
-    if hc_mult is not None:
-        from hccli.kernels.tilelang_split import SUPPORTED_HC
-
-        if hc_mult not in SUPPORTED_HC:
-            return KernelImpl(
-                "torch", chosen, f"auto: the tilelang kernel has no build for hc_mult {hc_mult}, using the torch reference on {chosen}"
-            )
-    return KernelImpl("tilelang", chosen, f"auto: CUDA device and tilelang present, using the tilelang kernel on {chosen}")
+    if hc_mult is not None and not kernel_supports("exact", hc_mult):
+        if kernel_supports("tilelang", hc_mult):
+            return KernelImpl("tilelang", chosen, f"auto: the exact kernel has no build for hc_mult {hc_mult}, "
+                              f"using the reference tilelang kernel (bit-identical, slower) on {chosen}")
+        return KernelImpl(
+            "torch", chosen, f"auto: no tilelang kernel has a build for hc_mult {hc_mult}, using the torch reference on {chosen}"
+        )
+    return KernelImpl("exact", chosen, f"auto: CUDA device and tilelang present, using the exact kernel on {chosen}")

@@ -1,0 +1,69 @@
+"""Rich renderables for `hc bench` (built here, printed by output.show)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterator
+
+from rich.table import Table
+from rich.text import Text
+
+from hccli.cli.output import safe
+from hccli.kernels.bench import BenchResult, BenchRow
+
+TITLES = {"reference": "reference", "torch": "torch", "exact": "exact", "fast": "fast"}
+
+
+def _tokens(n: int) -> str:
+    for unit, size in (("M", 1 << 20), ("K", 1 << 10)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return f"{n:,}"
+
+
+def _rate(x: float) -> str:
+    if x >= 1e9:
+        return f"{x / 1e9:.2f} G"
+    if x >= 1e6:
+        return f"{x / 1e6:.1f} M"
+    return f"{x / 1e3:.1f} K"
+
+
+def _diff(r: BenchRow, ref_impl: str) -> str:
+    if r.impl == ref_impl or not r.max_diff:
+        return "-"
+    worst = max(r.max_diff.values())
+    if math.isnan(worst):
+        return "[red]NaN[/]"
+    if r.differing == 0:
+        return "[green]0 (identical)[/]"
+    return f"{worst:.2g} ({r.differing:,} differ)"
+
+
+def renderables(result: BenchResult) -> Iterator[Any]:
+    v = result.versions
+    driver = f", driver {result.driver}" if result.driver else ""
+    yield Text.from_markup(
+        f"[bold]{safe(result.device_name)}[/] ({result.device}{driver}); torch {v.get('torch')}, "
+        f"CUDA {v.get('cuda')}, tilelang {v.get('tilelang')}")
+    yield Text(f"hc_mult {result.hc_mult}, {result.sinkhorn_iters} Sinkhorn iterations, eps {result.eps:g}; "
+               f"{result.bytes_per_token} bytes a token; copy bandwidth {result.copy_gbps:,.0f} GB/s "
+               "(measured now, read + write)")
+    ref_impl = next((r.impl for r in result.rows if r.speedup == 1.0), "")
+    t = Table(show_edge=False, title_justify="left")
+    for name, justify in (("tokens", "right"), ("impl", "left"), ("time", "right"), ("tokens/s", "right"),
+                          ("GB/s", "right"), ("% copy", "right"), (f"x {ref_impl or 'ref'}", "right"),
+                          (f"max |diff| vs {ref_impl or 'ref'}", "right")):
+        t.add_column(name, justify=justify)
+    last = None
+    for r in result.rows:
+        if last is not None and r.tokens != last:
+            t.add_section()
+        last = r.tokens
+        time = f"{r.ms * 1e3:.1f} us" if r.ms < 1 else f"{r.ms:.3f} ms"
+        t.add_row(_tokens(r.tokens), TITLES.get(r.impl, r.impl), time, _rate(r.tokens_per_s),
+                  f"{r.gbps:,.0f}" if r.gbps >= 10 else f"{r.gbps:.2g}", f"{r.pct_copy:.1f}", f"{r.speedup:.1f}" if r.speedup else "-", _diff(r, ref_impl))
+    yield t
+    for name, why in result.skipped.items():
+        yield Text(f"{name}: not timed ({why})")
+    yield Text(f"{result.statistic}; differences against {result.reference}.", style="dim")

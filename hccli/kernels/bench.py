@@ -1,0 +1,308 @@
+"""`hc bench`'s core: time every available implementation of the split-Sinkhorn op. No printing.
+
+What is timed, per implementation and token count n:
+- the launch path with preallocated outputs: for the tilelang kernels the compiled
+  kernel itself (the Python wrappers' argument checks left out, the same for all),
+  for torch the reference function;
+- with CUDA events around `calls` back-to-back calls (enough to fill ~2 ms, so
+  that small n measure launches, not the event resolution), after warm-up (which
+  also builds the kernels); the median over `reps` samples, per call;
+- inputs and outputs rotated over enough sets that together they are several
+  times the L2 cache, so that the cache is not what is measured;
+- the device's copy bandwidth measured in the same run (a large device-to-device
+  copy, bytes read plus written), against which GB/s is put.
+
+The max difference of each implementation's outputs from the reference kernel's
+(from torch's on the CPU) is taken on the first input set, with a count of the
+elements whose float32 bits differ (0 for the exact kernel).
+"""
+
+from __future__ import annotations
+
+import datetime
+import math
+import statistics
+import subprocess
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+from hccli.errors import HcError
+from hccli.kernels.reference import mix_width
+
+GPU_TOKENS = (1, 64, 4096, 65536, 1 << 20, 1 << 24)
+CPU_TOKENS = (1, 64, 4096, 65536)
+ALL_IMPLS = ("reference", "torch", "exact", "fast")
+ROTATE_BYTES = 256 << 20  # inputs + outputs rotated per (impl, n): 5x the H200's 50 MB L2
+SAMPLE_MS = 2.0  # aim of one timed sample (calls back to back)
+NO_GPU = ("no CUDA GPU here: hc bench times the tilelang kernels on a GPU; "
+          "--device cpu times the torch reference on the CPU")
+
+
+def bytes_per_token(hc: int) -> int:
+    """Fewest bytes one token moves: its mix row read, pre, post and comb written (float32)."""
+    return 4 * (mix_width(hc) + 2 * hc + hc * hc)
+
+
+@dataclass(frozen=True)
+class BenchRow:
+    impl: str
+    tokens: int
+    ms: float  # median per call
+    ms_min: float
+    calls: int  # calls per timed sample
+    samples: int
+    tokens_per_s: float
+    gbps: float
+    pct_copy: float
+    speedup: float | None  # reference ms / this ms
+    max_diff: dict[str, float]  # pre, post, comb: max |this - reference|
+    differing: int  # elements whose float32 bits differ from the reference (NaN = NaN)
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    mode: str  # "gpu" or "cpu"
+    device: str
+    device_name: str
+    driver: str | None
+    versions: dict[str, str | None]
+    date: str
+    hc_mult: int
+    sinkhorn_iters: int
+    eps: float
+    bytes_per_token: int
+    copy_gbps: float
+    reference: str  # what the differences are taken against
+    statistic: str
+    rows: tuple[BenchRow, ...]
+    skipped: dict[str, str]  # impl -> why it was not timed
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["rows"] = [asdict(r) for r in self.rows]
+        return doc
+
+
+def _driver() -> str | None:
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+
+
+def _versions(torch: Any) -> dict[str, str | None]:
+    from hccli import __version__
+
+    versions = {"hccli": __version__, "torch": torch.__version__, "cuda": torch.version.cuda, "tilelang": None}
+    try:
+        import tilelang
+
+        versions["tilelang"] = getattr(tilelang, "__version__", "?")
+    except Exception:  # noqa: BLE001 - absent or broken: reported as None
+        pass
+    return versions
+
+
+def _timer(torch: Any, cuda: bool) -> Callable[[Callable[[int], None], int, int], list[float]]:
+    """samples(fn, calls, reps) -> per-call milliseconds of each sample; fn(i) runs call i."""
+    import time
+
+    def samples(fn: Callable[[int], None], calls: int, reps: int) -> list[float]:
+        out = []
+        i = 0
+        for _ in range(reps):
+            if cuda:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for _ in range(calls):
+                    fn(i)
+                    i += 1
+                end.record()
+                end.synchronize()
+                out.append(start.elapsed_time(end) / calls)
+            else:
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    fn(i)
+                    i += 1
+                out.append((time.perf_counter() - t0) * 1e3 / calls)
+        return out
+
+    return samples
+
+
+def copy_bandwidth(torch: Any, device: str, nbytes: int, reps: int = 10) -> float:
+    """GB/s of a device-to-device copy of nbytes, counting bytes read plus written (median)."""
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).normal_()
+    dst = torch.empty_like(src)
+    cuda = device.startswith("cuda")
+    samples = _timer(torch, cuda)
+    dst.copy_(src)
+    ms = statistics.median(samples(lambda i: dst.copy_(src), 1, reps))
+    return 2 * nbytes / (ms * 1e-3) / 1e9
+
+
+def _impl_launchers(torch: Any, names: tuple[str, ...], hc: int, iters: int, eps: float, cuda: bool,
+                    skipped: dict[str, str], max_tokens: int) -> dict[str, tuple[Callable[..., Any], Callable[..., None]]]:
+    """name -> (prepare, launch): prepare(mixes, scale, base, pre, post, comb) -> args, once per input set
+    (views made there, not in the timed calls); launch(*args) runs the op into pre, post and comb."""
+    from hccli.kernels.reference import hc_split_sinkhorn_torch
+
+    def as_is(*args: Any) -> tuple[Any, ...]:
+        return args
+
+    launchers: dict[str, tuple[Callable[..., Any], Callable[..., None]]] = {}
+    for name in names:
+        if name == "torch":
+            def run_torch(m: Any, s: Any, b: Any, p: Any, q: Any, c: Any) -> None:
+                hc_split_sinkhorn_torch(m, s, b, hc, iters, eps)
+            launchers[name] = (as_is, run_torch)
+            continue
+        if not cuda:
+            skipped[name] = "needs a CUDA GPU"
+            continue
+        from hccli.kernels.registry import kernel_supports, tilelang_problem
+
+        problem = tilelang_problem()
+        impl = "tilelang" if name == "reference" else name
+        if problem:
+            skipped[name] = f"tilelang does not import ({problem})"
+        elif not kernel_supports(impl, hc):
+            skipped[name] = f"no build for hc_mult {hc}"
+        elif name == "reference":
+            from hccli.kernels.tilelang_split import _jit_kernel
+
+            launchers[name] = (as_is, _jit_kernel(hc, iters, float(eps)))
+        else:
+            # the compiled kernel itself, as for the reference: the same launch path for both
+            from hccli.kernels.tilelang_fast import CHUNK, launcher
+
+            def flat_comb(m: Any, s: Any, b: Any, p: Any, q: Any, c: Any) -> tuple[Any, ...]:
+                return m, s, b, p, q, c.view(c.shape[0], -1)
+
+            launchers[name] = (flat_comb, launcher(name, hc, iters, eps, raw=max_tokens <= CHUNK))
+    return launchers
+
+
+def _diff(torch: Any, got: tuple[Any, ...], want: tuple[Any, ...]) -> tuple[dict[str, float], int]:
+    diffs, differing = {}, 0
+    for name, g, w in zip(("pre", "post", "comb"), got, want):
+        nan_g, nan_w = g.isnan(), w.isnan()
+        both = nan_g & nan_w
+        d = (g.double() - w.double()).abs().masked_fill(both, 0.0)
+        diffs[name] = float(d.max()) if d.numel() else 0.0  # NaN where only one side is NaN
+        differing += int(((g.view(torch.int32) != w.view(torch.int32)) & ~both).sum())
+    return diffs, differing
+
+
+def run_bench(
+    tokens: tuple[int, ...] | None = None,
+    impls: tuple[str, ...] = ALL_IMPLS,
+    *,
+    hc_mult: int = 4,
+    sinkhorn_iters: int = 20,
+    eps: float = 1e-6,
+    device: str | None = None,
+    reps: int = 15,
+    warmup: int = 3,
+    seed: int = 0,
+    progress: Callable[[int, int, str], None] | None = None,
+) -> BenchResult:
+    """Time `impls` at each token count; HcError without a GPU unless device is cpu."""
+    from hccli.kernels.reference import check_op_params
+    from hccli.kernels.registry import _import_torch, _normalise_device
+
+    check_op_params(hc_mult, sinkhorn_iters, eps)
+    for name in impls:
+        if name not in ALL_IMPLS:
+            raise HcError(f"implementation {name!r} is unknown to hc bench; expected some of {', '.join(ALL_IMPLS)}")
+    if reps < 1 or warmup < 0:
+        raise HcError(f"--reps {reps} / --warmup {warmup}: expected reps >= 1 and warmup >= 0")
+    torch = _import_torch()
+    dev = _normalise_device(torch, device)
+    if dev is None:
+        if not torch.cuda.is_available():
+            raise HcError(NO_GPU)
+        dev = "cuda:0"
+    cuda = dev.startswith("cuda")
+    tokens = tuple(tokens or (GPU_TOKENS if cuda else CPU_TOKENS))
+    if any(n < 1 for n in tokens):
+        raise HcError(f"--tokens {list(tokens)}: every token count must be >= 1")
+    if cuda:
+        torch.cuda.set_device(dev)
+    hc, width = hc_mult, mix_width(hc_mult)
+    bpt = bytes_per_token(hc)
+    skipped: dict[str, str] = {}
+    names = tuple(n for n in ALL_IMPLS if n in impls)  # reference first: the others compare with it
+    launchers = _impl_launchers(torch, names, hc, sinkhorn_iters, eps, cuda, skipped, max(tokens))
+    ref_name = "reference" if "reference" in launchers else ("torch" if "torch" in launchers else None)
+    samples = _timer(torch, cuda)
+    copy_gbps = copy_bandwidth(torch, dev, (1 << 30) if cuda else (256 << 20))
+
+    rows: list[BenchRow] = []
+    total, done = len(tokens) * len(launchers), 0
+    g = torch.Generator(device=dev).manual_seed(seed)
+    scale = (torch.rand(3, device=dev, generator=g) * 1.9 + 0.1).contiguous()
+    base = torch.randn(width, device=dev, generator=g).contiguous()
+    for n in tokens:
+        nsets = max(1, min(8, math.ceil(ROTATE_BYTES / (n * bpt))))
+        sets = []
+        for _ in range(nsets):
+            mixes = torch.randn(n, width, device=dev, generator=g)
+            outs = tuple(torch.full(shape, float("nan"), device=dev) for shape in ((n, hc), (n, hc), (n, hc, hc)))
+            sets.append((mixes, outs))
+        ref_out: tuple[Any, ...] | None = None
+        ref_ms: float | None = None
+        for name, (prepare, launch) in launchers.items():
+            if progress:
+                progress(done, total, f"{name} n={n:,}")
+            args = [prepare(mixes, scale, base, *outs) for mixes, outs in sets]
+
+            def call(i: int, launch: Callable[..., None] = launch, args: list[Any] = args) -> None:
+                launch(*args[i % nsets])
+
+            for i in range(max(1, warmup)):
+                call(i)
+            if cuda:
+                torch.cuda.synchronize()
+            # one call's output on set 0 (outputs poisoned first: unwritten elements show as NaN)
+            mixes0, outs0 = sets[0]
+            for t in outs0:
+                t.fill_(float("nan"))
+            if name == "torch":
+                from hccli.kernels.reference import hc_split_sinkhorn_torch
+
+                got = hc_split_sinkhorn_torch(mixes0, scale, base, hc, sinkhorn_iters, eps)
+            else:
+                call(0)
+                got = tuple(t.clone() for t in outs0)
+            if name == ref_name:
+                ref_out = got
+            diffs, differing = _diff(torch, got, ref_out) if ref_out is not None else ({}, 0)
+            est = statistics.median(samples(call, 1, 3))
+            calls = max(1, min(1000, int(SAMPLE_MS / max(est, 1e-4))))
+            times = samples(call, calls, reps)
+            ms = statistics.median(times)
+            if name == ref_name:
+                ref_ms = ms
+            gbps = n * bpt / (ms * 1e-3) / 1e9
+            rows.append(BenchRow(name, n, ms, min(times), calls, reps, n / (ms * 1e-3), gbps,
+                                 100.0 * gbps / copy_gbps, (ref_ms / ms) if ref_ms else None, diffs, differing))
+            done += 1
+        del sets
+        if cuda:
+            torch.cuda.empty_cache()
+    if progress:
+        progress(total, total, "done")
+
+    name_of = torch.cuda.get_device_name(dev) if cuda else "cpu"
+    statistic = (f"median over {reps} samples of the per-call time of back-to-back calls with "
+                 f"preallocated outputs ({'CUDA events' if cuda else 'perf_counter'}), after {max(1, warmup)} "
+                 f"warm-up calls; inputs rotated over sets of >= {ROTATE_BYTES >> 20} MiB in all")
+    reference = {"reference": "the reference tilelang kernel (the seed kernel's shape)",
+                 "torch": "the torch reference", None: "nothing (no reference timed)"}[ref_name]
+    return BenchResult("gpu" if cuda else "cpu", dev, name_of, _driver() if cuda else None, _versions(torch),
+                       datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                       hc, sinkhorn_iters, float(eps), bpt, copy_gbps, reference, statistic, tuple(rows), skipped)
