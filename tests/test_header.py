@@ -32,8 +32,10 @@ from hccli.checkpoint.header import (
     read_header,
     sniff,
 )
-from hccli.checkpoint.source import ByteSource, LocalFile, SourceError
+from hccli.checkpoint.source import LocalFile, SourceError
 from hccli.errors import HcError
+
+from byte_sources import CountingSource, MemorySource  # noqa: E402
 
 FNAME = "model-00001-of-00002.safetensors"
 U64 = 2**64
@@ -70,52 +72,6 @@ def ent(dtype: str, shape, begin: int, end: int, **extra):
 
 GOOD = {"a": ent("F32", [2], 0, 8), "b": ent("U8", [4], 8, 12)}
 GOOD_DATA = bytes(range(12))
-
-
-class MemorySource(ByteSource):
-    """An in-memory source that records what was asked of it."""
-
-    def __init__(self, data: bytes, name: str = FNAME):
-        self._data = data
-        self._name = name
-        self.calls: list[tuple[int, int]] = []
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    def size(self) -> int:
-        return len(self._data)
-
-    def read(self, offset: int, length: int) -> bytes:
-        self._check_range(offset, length, len(self._data))
-        self.calls.append((offset, length))
-        return self._data[offset : offset + length]
-
-
-class CountingSource(ByteSource):
-    """Wraps another source and counts the bytes asked of it."""
-
-    def __init__(self, inner: ByteSource):
-        self.inner = inner
-        self.calls: list[tuple[int, int]] = []
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def size(self) -> int:
-        return self.inner.size()
-
-    def read(self, offset: int, length: int) -> bytes:
-        self.calls.append((offset, length))
-        out = self.inner.read(offset, length)
-        assert len(out) == length
-        return out
-
-    @property
-    def bytes_read(self) -> int:
-        return sum(n for _, n in self.calls)
 
 
 def reference(data: bytes):

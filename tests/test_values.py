@@ -17,9 +17,11 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from hccli.checkpoint.header import parse_header, read_header
-from hccli.checkpoint.source import ByteSource, LocalFile
+from hccli.checkpoint.source import LocalFile
 from hccli.checkpoint.values import READABLE_DTYPES, TensorReadError, read_tensor, read_tensor_bytes
 from hccli.errors import HcError
+
+from byte_sources import CountingSource, MemorySource  # noqa: E402
 
 NATIVE = {
     "BOOL": np.bool_, "U8": np.uint8, "I8": np.int8, "I16": np.int16, "U16": np.uint16, "F16": np.float16,
@@ -27,39 +29,6 @@ NATIVE = {
     "I64": np.int64, "U64": np.uint64,
 }
 CASES_RUN = {"roundtrip": 0}
-
-
-class CountingSource(ByteSource):
-    def __init__(self, inner: ByteSource):
-        self.inner = inner
-        self.calls: list[tuple[int, int]] = []
-
-    @property
-    def name(self) -> str:
-        return self.inner.name
-
-    def size(self) -> int:
-        return self.inner.size()
-
-    def read(self, offset: int, length: int) -> bytes:
-        self.calls.append((offset, length))
-        return self.inner.read(offset, length)
-
-
-class MemorySource(ByteSource):
-    def __init__(self, data: bytes, name: str = "mem.safetensors"):
-        self._data, self._name = data, name
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    def size(self) -> int:
-        return len(self._data)
-
-    def read(self, offset: int, length: int) -> bytes:
-        self._check_range(offset, length, len(self._data))
-        return self._data[offset : offset + length]
 
 
 def _read_all(path):
