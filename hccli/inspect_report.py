@@ -15,8 +15,8 @@ from hccli.checkpoint.hc import HcSiteTensors, find_hc, layer_counts, read_base_
 from hccli.checkpoint.header import DTYPES, TensorInfo
 from hccli.checkpoint.shardset import Checkpoint, open_checkpoint
 from hccli.checkpoint.verify import Finding, verify
-from hccli.sinkhorn_np import head_pre, split_sinkhorn
 from hccli.layers import format_ranges
+from hccli.sinkhorn_np import head_pre, split_sinkhorn
 
 _BEGIN, _END = attrgetter("begin"), attrgetter("end")
 
