@@ -166,6 +166,9 @@ def build_report(
         raise HcError(f"{cfg.source}: the selection ({sel.description}) matches no HC site "
                       f"(layers: 0-{cfg.n_layers - 1}, stages: {cfg.n_layers}-{n_total - 1}, "
                       f"sites: attn, ffn{', head' if cfg.has_head_mix else ''})")
+    if not sel.lines:
+        raise HcError(f"{cfg.source}: the selected sites have no {'/'.join(sel.components)} component "
+                      "(the head mix has pre and fn only)")
     totals = None
     if model:
         from hccli.inventory import build_inventory

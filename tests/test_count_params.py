@@ -102,6 +102,7 @@ def test_by_layer_json():
     (["--role", "boss"], "--role"),
     (["--group", "77"], "out of range"),
     (["--layers", "3", "--site", "head"], "matches no HC site"),
+    ([str(SAMPLES / "deepseek-v4-flash.json"), "--site", "head", "--component", "comb"], "pre and fn only"),
 ])
 def test_bad_input_one_line_exit_2(args, words):
     r = run_hc("count-params", *args)
