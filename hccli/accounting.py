@@ -168,7 +168,10 @@ class SelectionLine:
 
     @property
     def text(self) -> str:
-        unit = "layer" if self.instances == 1 else "layers"
+        if self.site == "head":
+            unit = "head mix" if self.instances == 1 else "head mixes"
+        else:
+            unit = "layer" if self.instances == 1 else "layers"
         head = f"{HC_TITLES[self.component]} ({self.site})"
         if self.per_instance is not None:
             return f"{head}: {self.per_instance:,} x {self.instances} {unit} = {self.total:,}"
