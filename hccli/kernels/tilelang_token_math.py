@@ -63,35 +63,30 @@ def exact_token(hc: int, iters: int, eps: float, shared_rcp: bool, loop_unroll: 
     def bsum(vals: list[Any]) -> Any:
         return butterfly_sum(T, vals)
 
-    @T.macro
-    def normalise_rows(m: Any) -> None:
-        for j in T.unroll(hc):
-            d = T.ieee_add(bsum([m[j * hc + k] for k in range(hc)]), eps)
-            if shared_rcp:
-                # nvcc's fast path of div.rn.f32: MUFU.RCP and 2 FFMA for the refined
-                # reciprocal (once per row), then 3 FFMA per quotient
-                y0 = T.fast_rcp(d)
-                y = T.ieee_fmaf(y0, T.ieee_fmaf(-d, y0, 1.0), y0)
-                for k in T.unroll(hc):
-                    q0 = T.ieee_fmaf(m[j * hc + k], y, 0.0)
-                    m[j * hc + k] = T.ieee_fmaf(y, T.ieee_fmaf(-d, q0, m[j * hc + k]), q0)
-            else:
-                for k in T.unroll(hc):
-                    m[j * hc + k] = m[j * hc + k] / d
+    def normaliser(at: Any) -> Any:
+        """A macro dividing each of the hc lines of m by its sum + eps; at(line, i) is the flat
+        index of the line's i-th entry (a row: line * hc + i, a column: i * hc + line)."""
 
-    @T.macro
-    def normalise_cols(m: Any) -> None:
-        for k in T.unroll(hc):
-            d = T.ieee_add(bsum([m[j * hc + k] for j in range(hc)]), eps)
-            if shared_rcp:
-                y0 = T.fast_rcp(d)
-                y = T.ieee_fmaf(y0, T.ieee_fmaf(-d, y0, 1.0), y0)
-                for j in T.unroll(hc):
-                    q0 = T.ieee_fmaf(m[j * hc + k], y, 0.0)
-                    m[j * hc + k] = T.ieee_fmaf(y, T.ieee_fmaf(-d, q0, m[j * hc + k]), q0)
-            else:
-                for j in T.unroll(hc):
-                    m[j * hc + k] = m[j * hc + k] / d
+        @T.macro
+        def normalise(m: Any) -> None:
+            for a in T.unroll(hc):
+                d = T.ieee_add(bsum([m[at(a, b)] for b in range(hc)]), eps)
+                if shared_rcp:
+                    # nvcc's fast path of div.rn.f32: MUFU.RCP and 2 FFMA for the refined
+                    # reciprocal (once per line), then 3 FFMA per quotient
+                    y0 = T.fast_rcp(d)
+                    y = T.ieee_fmaf(y0, T.ieee_fmaf(-d, y0, 1.0), y0)
+                    for b in T.unroll(hc):
+                        q0 = T.ieee_fmaf(m[at(a, b)], y, 0.0)
+                        m[at(a, b)] = T.ieee_fmaf(y, T.ieee_fmaf(-d, q0, m[at(a, b)]), q0)
+                else:
+                    for b in T.unroll(hc):
+                        m[at(a, b)] = m[at(a, b)] / d
+
+        return normalise
+
+    normalise_rows = normaliser(lambda j, k: j * hc + k)
+    normalise_cols = normaliser(lambda k, j: j * hc + k)
 
     @T.macro
     def token(x: Any, m: Any, pv: Any, qv: Any, ps: Any, pb: Any) -> None:
