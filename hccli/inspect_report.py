@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from hccli.checkpoint.hc import HcSiteTensors, find_hc, layer_counts, read_base_scale
+from hccli.checkpoint.hc import HcSiteTensors, find_hc, hc_from_mix_width, layer_counts, read_base_scale
 from hccli.checkpoint.header import DTYPES, TensorInfo
 from hccli.checkpoint.shardset import Checkpoint, open_checkpoint
 from hccli.checkpoint.verify import Finding, verify
@@ -168,8 +168,8 @@ def read_hc_entries(ckpt: Checkpoint, sites: list[HcSiteTensors]) -> list[HcEntr
                 post = comb = None
                 hc = nb
             else:
-                hc = int(round((nb + 1) ** 0.5)) - 1
-                if (2 + hc) * hc != nb or ns != 3:
+                hc = hc_from_mix_width(nb)
+                if hc is None or ns != 3:
                     continue  # a shape finding; nothing meaningful to compute
                 pre, post, comb = split_sinkhorn(np.zeros_like(bases), scales, bases, hc, iters, eps)
         for row, i in enumerate(idx):

@@ -37,6 +37,12 @@ class HcSiteTensors:
         return f"{self.owner + '.' if self.owner else ''}hc_{self.site}_{part}"
 
 
+def hc_from_mix_width(n: int) -> int | None:
+    """The hc whose (2 + hc) * hc is n (a site's base length), or None when none is."""
+    hc = int(round((n + 1) ** 0.5)) - 1
+    return hc if hc >= 1 and (2 + hc) * hc == n else None
+
+
 def layer_counts(ckpt: Checkpoint, names) -> tuple[int, int]:
     """(n_layers, n_stages): from the config when there is one, else from the names."""
     if ckpt.config is not None:

@@ -9,7 +9,7 @@ from pathlib import PurePosixPath
 
 import numpy as np
 
-from hccli.checkpoint.hc import find_hc, read_part
+from hccli.checkpoint.hc import find_hc, hc_from_mix_width, read_part
 from hccli.checkpoint.shardset import Checkpoint
 from hccli.checkpoint.source import one_line
 
@@ -152,9 +152,8 @@ def _hc_shape_problem(site: str, shapes: dict[str, tuple[int, ...]], hc_mult: in
     if site == "head":
         hc = n
     else:
-        # (2 + hc) * hc = n  ->  hc = sqrt(n + 1) - 1
-        hc = int(round((n + 1) ** 0.5)) - 1
-        if (2 + hc) * hc != n:
+        hc = hc_from_mix_width(n)
+        if hc is None:
             return f"base has {n} values, which is (2+hc)*hc for no whole hc"
     if hc_mult is not None and hc != hc_mult:
         return f"shapes imply hc_mult {hc}; the config says {hc_mult}"

@@ -115,6 +115,8 @@ def gather(
         raise HcError("--tokens makes random mixes and --mixes reads them from a file; give one")
     if checkpoint is None and layer is not None:
         raise HcError("--layer needs --checkpoint (the layer whose hc_base and hc_scale to use)")
+    if checkpoint is not None and layer is None:
+        raise HcError(f"--checkpoint {checkpoint}: also give --layer L (and --site attn|ffn)")
     if site not in ("attn", "ffn"):
         raise HcError(f"--site {site!r}: the split-Sinkhorn op runs at the attn and ffn sites "
                       "(the head mix has no Sinkhorn); expected attn or ffn")
@@ -126,15 +128,12 @@ def gather(
     if config is not None:
         params = _params_from_config(config, "--config")
     if checkpoint is not None:
-        from hccli.checkpoint.hc import read_part, select_site
+        from hccli.checkpoint.hc import hc_from_mix_width, read_base_scale, read_part, select_site
         from hccli.checkpoint.shardset import open_checkpoint
 
         ckpt = open_checkpoint(checkpoint, config=config)
-        if layer is None:
-            raise HcError(f"--checkpoint {checkpoint}: also give --layer L (and --site attn|ffn)")
         s = select_site(ckpt, layer, site)
-        base = read_part(ckpt, s, "base").reshape(-1)
-        scale = read_part(ckpt, s, "scale").reshape(-1)
+        base, scale = (a.reshape(-1) for a in read_base_scale(ckpt, s))
         base_origin = f"hc_{site}_base/scale of {s.name} (layer {layer}) in {checkpoint}"
         if hidden or hidden_file is not None:
             fn = read_part(ckpt, s, "fn")
@@ -142,18 +141,16 @@ def gather(
             c = ckpt.config
             params = RunParams(c.hc_mult, c.hc_sinkhorn_iters, c.hc_eps, c.norm_eps, f"config {c.source}")
         elif params is None:
-            n = base.size
-            hc = int(round((n + 1) ** 0.5)) - 1
-            if (2 + hc) * hc != n or scale.size != 3:
-                raise HcError(f"{checkpoint}: hc_{site}_base of {s.name} has {n} values and scale {scale.size}; "
-                              "expected (2+hc)*hc and 3")
+            hc = hc_from_mix_width(base.size)
+            if hc is None or scale.size != 3:
+                raise HcError(f"{checkpoint}: hc_{site}_base of {s.name} has {base.size} values and scale "
+                              f"{scale.size}; expected (2+hc)*hc and 3")
             params = RunParams(hc, DEFAULT_ITERS, DEFAULT_EPS, 1e-6,
                                f"the tensors' shapes (hc_mult {hc}; no config.json: reference defaults "
                                f"{DEFAULT_ITERS} iterations, eps {DEFAULT_EPS:g})")
     if params is None:
-        params = RunParams(hc_mult or 4, DEFAULT_ITERS, DEFAULT_EPS, 1e-6,
-                           "the options" if hc_mult else f"reference defaults (hc_mult 4, {DEFAULT_ITERS} "
-                           f"iterations, eps {DEFAULT_EPS:g})")
+        params = RunParams(4, DEFAULT_ITERS, DEFAULT_EPS, 1e-6,
+                           f"reference defaults (hc_mult 4, {DEFAULT_ITERS} iterations, eps {DEFAULT_EPS:g})")
     # explicit options override what was found, and say so
     overrides = [f"{k} {v}" for k, v in (("hc_mult", hc_mult), ("iterations", iters), ("eps", eps)) if v is not None]
     if hc_mult is not None and base is not None and hc_mult != params.hc_mult:
@@ -171,7 +168,7 @@ def gather(
     # the mixes
     if hidden or hidden_file is not None:
         src = inputs.hidden_mixes(tokens or inputs.SAMPLE_TOKENS, dim or inputs.SAMPLE_DIM, seed, hc, hidden_file,
-                                  params.norm_eps, fn=fn, fn_origin=f"hc_{site}_fn of {checkpoint}")
+                                  params.norm_eps, fn=fn, fn_origin=f"hc_{site}_fn of {checkpoint}" if fn is not None else "")
     elif mixes_file is not None:
         src = inputs.load_mixes(mixes_file, hc)
     elif tokens is not None:
