@@ -167,8 +167,9 @@ def gather(
 
     # the mixes
     if hidden or hidden_file is not None:
+        fn_origin = f"hc_{site}_fn of {checkpoint}" if fn is not None else ""
         src = inputs.hidden_mixes(tokens or inputs.SAMPLE_TOKENS, dim or inputs.SAMPLE_DIM, seed, hc, hidden_file,
-                                  params.norm_eps, fn=fn, fn_origin=f"hc_{site}_fn of {checkpoint}" if fn is not None else "")
+                                  params.norm_eps, fn=fn, fn_origin=fn_origin)
     elif mixes_file is not None:
         src = inputs.load_mixes(mixes_file, hc)
     elif tokens is not None:
