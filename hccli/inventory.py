@@ -108,6 +108,8 @@ class _Builder:
 
     def add(self, name: str, shape: tuple[int, ...], dtype: str, component: str, *, exact: bool | None = None,
             fp4: bool = False) -> None:
+        if self.scope == "stage":  # the component view counts a stage's tensors as the stage's
+            component = "dspark"
         self.out.append(TensorSpec(name, tuple(shape), dtype, component, self.layer, self.scope, fp4,
                                    self.exact if exact is None else exact))
 
@@ -310,8 +312,6 @@ def build_inventory(cfg: ModelConfig, plan: LayerPlan | None = None) -> Inventor
             _block(b, plan, cfg.n_layers + s)
         b.layer = cfg.n_layers
         _stages_extra(b)
-        # every tensor of a stage counts as DSpark/MTP in the component view
-        b.out = [t if t.scope != "stage" else _restage(t) for t in b.out]
     if cfg.vision is not None:
         _vision(b)
     return Inventory(cfg, plan, tuple(b.out))
@@ -336,9 +336,3 @@ def build_hc_inventory(cfg: ModelConfig) -> tuple[TensorSpec, ...]:
     if cfg.n_stages and cfg.has_head_mix:
         _hc_site(b, f"mtp.{cfg.n_stages - 1}", "head")
     return tuple(b.out)
-
-
-def _restage(t: TensorSpec) -> TensorSpec:
-    if t.component == "dspark":
-        return t
-    return TensorSpec(t.name, t.shape, t.dtype, "dspark", t.layer, t.scope, t.fp4_packed, t.exact)

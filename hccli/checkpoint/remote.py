@@ -77,6 +77,10 @@ class Transfer:
             self.bytes += n
             self.requests += 1
 
+    def add_cached(self) -> None:
+        with self._lock:
+            self.cached_files += 1
+
 
 def _cache_root() -> Path:
     base = os.environ.get("HC_CACHE_DIR") or os.path.join(
@@ -223,7 +227,7 @@ class RemoteRepo:
         """A small file read whole (index, config.json), through the cache; None when absent."""
         path = self._cached("files", filename)
         if path.is_file():
-            self.transfer.cached_files += 1
+            self.transfer.add_cached()
             return path.read_bytes()
         if filename not in self.files:
             return None
@@ -242,7 +246,7 @@ class RemoteRepo:
         if path.is_file():
             raw = path.read_bytes()
             size = int.from_bytes(raw[:8], "little")
-            self.transfer.cached_files += 1
+            self.transfer.add_cached()
             return parse_header(raw[8:], size, name), size
         src = _Recording(self.http(filename))
         h = read_header(src)
@@ -280,7 +284,7 @@ class _CachedRanges(ByteSource):
             return self._inner().read(offset, length)
         path = self._repo._cached("ranges", f"{self._file}@{offset}+{length}")
         if path.is_file():
-            self._repo.transfer.cached_files += 1
+            self._repo.transfer.add_cached()
             return path.read_bytes()
         data = self._inner().read(offset, length)
         _atomic_write(path, data)
