@@ -50,11 +50,25 @@ def test_hc_totals_of_every_bundled_config(path):
     assert with_stages == text + stages
 
 
-def test_published_hc_figures():
-    # the README quotes these; the formula test above proves them, this pins the table
-    got = {p.stem: run_hc("count-params", p, "--json").json()["text_path"]["hc_params"]
-           for p in SAMPLES.glob("deepseek-*.json") if not p.stem.endswith(".hf")}
-    assert got["deepseek-v4.1-flash"] == 40 * 2 * (24 + 3 + 24 * 4 * 5120)
+def test_readme_hc_table_is_what_the_command_prints():
+    # every row of the README's table of bundled configs, against count-params --model --json
+    import re
+
+    from conftest import ROOT
+
+    rows = re.findall(r"^\| `(sample_configs/[\w.\-]+\.json)` \| ([\d,]+) \| ([\d,]+) \| ([\d,]+) \((\d+) (\w+)\) "
+                      r"\| ([\d.,]+) GB \| ([\d.,]+) G \| ([\d.,]+) G \|", (ROOT / "README.md").read_text(), re.M)
+    assert len(rows) == 5
+    num = lambda s: float(s.replace(",", ""))  # noqa: E731
+    for path, text, head, stages, n_stages, kind, gb, logical, text_path in rows:
+        doc = run_hc("count-params", ROOT / path, "--model", "--json").json()
+        assert doc["text_path"]["hc_params"] == num(text), path
+        assert doc["text_path"]["head_mix_params"] == num(head), path
+        assert (doc["stages"]["hc_params"], doc["stages"]["count"], doc["stages"]["kind"]) == (num(stages),
+                                                                                               int(n_stages), kind)
+        m = doc["model"]
+        assert f"{m['stored_bytes'] / 1e9:,.2f}" == gb and f"{m['logical_params'] / 1e9:,.2f}" == logical, path
+        assert f"{m['text_path_params'] / 1e9:,.2f}" == text_path, path
 
 
 @pytest.mark.parametrize("path", [SAMPLES / "deepseek-v4.1-flash.json", SAMPLES / "tiny-v4.1.json",
