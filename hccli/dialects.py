@@ -257,7 +257,8 @@ def _vote(n: str) -> str | None:
     if n.startswith("decoder."):
         return MEGATRON
     if n.startswith("model."):
-        if any(h in n for h in _MEMORY_HINT):
+        # only a layer's own module names tell: the release's vision tower has an `.mlp.` too
+        if n.startswith("model.layers.") and any(h in n for h in _MEMORY_HINT):
             return TRANSFORMERS_MEMORY
         if n.startswith(_SAVED_HINT):
             return TRANSFORMERS_SAVED

@@ -160,10 +160,10 @@ def test_gguf_lists_dims_reversed():
 
 
 def test_detect_release_and_others():
-    cfg = load_config(SAMPLES / "tiny-v4.hf.json")
-    release = [t.name for t in build_inventory(cfg).tensors]
-    assert D.detect_dialect(release).dialect == D.RELEASE
-    assert D.detect_dialect(["model." + n for n in release]).dialect == D.RELEASE_PREFIXED
+    for name in ("tiny-v4.hf.json", "tiny-v4.1.hf.json"):  # the V4.1 one has a vision tower (`.mlp.`)
+        release = [t.name for t in build_inventory(load_config(SAMPLES / name)).tensors]
+        assert D.detect_dialect(release).dialect == D.RELEASE
+        assert D.detect_dialect(["model." + n for n in release]).dialect == D.RELEASE_PREFIXED
     assert D.detect_dialect(["token_embd.weight", "blk.0.hc_attn_fn.weight"]).dialect == D.GGUF
     assert D.detect_dialect(["decoder.layers.0.hc_attn_fn"]).dialect == D.MEGATRON
     unknown = D.detect_dialect(["foo", "bar.weight"])
