@@ -53,7 +53,8 @@ FUSED_MARK = "*"
 _N = r"(?P<num>\d{1,6})"
 _HC = {
     TRANSFORMERS_SAVED: re.compile(
-        rf"^model\.(?:layers\.{_N}\.hc_(?P<site>attn|ffn)_(?P<part>fn|base|scale)|hc_head\.hc_(?P<hpart>fn|base|scale))$"),
+        rf"^model\.(?:layers\.{_N}\.hc_(?P<site>attn|ffn)_(?P<part>fn|base|scale)"
+        r"|hc_head\.hc_(?P<hpart>fn|base|scale))$"),
     TRANSFORMERS_MEMORY: re.compile(
         rf"^(?:model\.)?(?:layers\.{_N}\.(?P<site>attn|ffn)_hc\.(?P<part>fn|base|scale)"
         r"|hc_head\.hc_(?P<hpart>fn|base|scale))$"),

@@ -185,3 +185,12 @@ def test_gguf_is_imported_only_when_a_gguf_is_read():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert out.stdout.strip() == "False"
+
+
+def test_header_size_is_capped(one_file, monkeypatch):
+    from hccli.checkpoint import gguf_file
+
+    path, _ = one_file
+    monkeypatch.setattr(gguf_file, "MAX_HEADER_BYTES", 64)
+    with pytest.raises(HcError, match="header larger than 64 bytes"):
+        open_gguf(path)

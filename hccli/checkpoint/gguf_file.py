@@ -98,7 +98,8 @@ class GgufSet:
         rt = next(r for r in self._readers[t.part].tensors if r.name == name)
         qtype = GGMLQuantizationType[t.ggml_type]
         if qtype.name.startswith("I"):
-            raise HcError(f"{t.file}: tensor '{name}' is {t.ggml_type}, an integer type; expected a float or quant type")
+            raise HcError(f"{t.file}: tensor '{name}' is {t.ggml_type}, an integer type; "
+                          "expected a float or quant type")
         try:
             out = quants.dequantize(np.asarray(rt.data), qtype)
         except NotImplementedError:
@@ -122,17 +123,24 @@ class GgufSet:
 # --- the bounded pre-scan ---------------------------------------------------------------
 
 class _Header:
-    def __init__(self, path: Path, buf: bytes, size: int):
-        self.path, self.buf, self.size, self.pos = path, buf, size, 0
+    """The header bytes, read on demand (a shard is GBs; its header a few MB)."""
+
+    def __init__(self, path: Path, f: Any, size: int):
+        self.path, self.f, self.size, self.pos = path, f, size, 0
+        self.limit = min(size, MAX_HEADER_BYTES)
+        self.buf = f.read(min(self.limit, 1 << 20))
 
     def fail(self, what: str) -> HcError:
         return HcError(f"{self.path}: not a readable GGUF ({what} at byte {self.pos})")
 
     def take(self, n: int) -> bytes:
-        if self.pos + n > len(self.buf):
-            raise self.fail("header runs past the end of the file" if len(self.buf) >= self.size
+        end = self.pos + n
+        if end > len(self.buf) and end <= self.limit:
+            self.buf += self.f.read(min(self.limit, max(end, 2 * len(self.buf))) - len(self.buf))
+        if end > len(self.buf):
+            raise self.fail("header runs past the end of the file" if end > self.size
                             else f"header larger than {MAX_HEADER_BYTES:,} bytes")
-        b = self.buf[self.pos:self.pos + n]
+        b = self.buf[self.pos:end]
         self.pos += n
         return b
 
@@ -174,11 +182,14 @@ def _prescan(path: Path) -> None:
     if not stat.S_ISREG(st.st_mode):
         raise HcError(f"{path}: not a regular file; expected a .gguf file")
     with open(path, "rb") as f:
-        buf = f.read(min(st.st_size, MAX_HEADER_BYTES))
-    if buf[:4] != GGUF_MAGIC:
-        raise HcError(f"{path}: not a GGUF file (no GGUF magic); expected a .gguf file")
-    h = _Header(path, buf, st.st_size)
-    h.pos = 4
+        h = _Header(path, f, st.st_size)
+        if h.buf[:4] != GGUF_MAGIC:
+            raise HcError(f"{path}: not a GGUF file (no GGUF magic); expected a .gguf file")
+        h.pos = 4
+        _walk(h)
+
+
+def _walk(h: _Header) -> None:
     version = h.u32()
     if version not in VERSIONS:
         raise h.fail(f"version {version}; expected one of {VERSIONS}")
