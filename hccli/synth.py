@@ -24,7 +24,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
 import numpy as np
 
@@ -130,25 +130,75 @@ def random_bytes(cfg: ModelConfig, t: TensorSpec, rng: np.random.Generator) -> b
 
 # ---- writing -----------------------------------------------------------------------------------
 
-def _write_shard(path: Path, shard: ShardPlan, cfg: ModelConfig, rng: np.random.Generator, phantom: bool) -> int:
+def _write_shard(path: Path, shard: ShardPlan) -> int:
+    """The header, and a hole for every byte of data (values are written after)."""
     head = shard_header(shard)
+    size = len(head) + sum(t.nbytes for t in shard.tensors)
     with open(path, "xb") as f:  # x: a fresh directory, and never through a planted link
         f.write(head)
-        base = len(head)
-        offset = 0
-        for t in shard.tensors:
+        f.truncate(size)
+    return size
+
+
+def _draw_order(inv: Inventory) -> list[TensorSpec]:
+    """The order the random values are drawn in: the same as before shards followed the
+    releases (embed, each layer with its Engram table, stages, final, vision), so that a
+    seed still gives the same values (README examples, golden figures)."""
+    n = inv.config.n_layers
+
+    def rank(t: TensorSpec) -> tuple[int, int, int]:
+        if t.scope == "vision":
+            return (4, 0, 0)
+        if t.name == "embed.weight":
+            return (0, 0, 0)
+        if t.layer is None:
+            return (3, 0, 0)
+        if t.name.endswith(("engram.embed.weight", "engram.embed.scale")):
+            return (1, t.layer, 1)
+        return (1, t.layer, 0) if t.layer < n else (2, t.layer, 0)
+
+    return sorted(inv.tensors, key=rank)
+
+
+def _write_values(tmp: Path, inv: Inventory, shards: list[ShardPlan], rng: np.random.Generator,
+                  phantom: bool) -> None:
+    where: dict[str, tuple[str, int]] = {}
+    for s in shards:
+        offset = len(shard_header(s))
+        for t in s.tensors:
+            where[t.name] = (s.file, offset)
+            offset += t.nbytes
+    files: dict[str, BinaryIO] = {}
+    try:
+        for t in _draw_order(inv):
             if phantom:
                 name = parse_hc_name(t.name)
-                if name is not None and name.part in ("base", "scale"):
-                    f.seek(base + offset)
-                    f.write(hc_values(cfg, t, rng).astype("<f4").tobytes())
+                if name is None or name.part not in ("base", "scale"):
+                    continue  # a hole
+                data = hc_values(inv.config, t, rng).astype("<f4").tobytes()  # type: ignore[union-attr]
             else:
-                f.write(random_bytes(cfg, t, rng))
-            offset += t.nbytes
-        f.truncate(base + offset)  # a hole for every byte not written
-        f.flush()
-        os.fsync(f.fileno())
-    return base + offset
+                data = random_bytes(inv.config, t, rng)
+            file, offset = where[t.name]
+            if file not in files:
+                if len(files) >= 64:  # a bound on open files for configs of many layers
+                    _close_all(files)
+                files[file] = open(tmp / file, "r+b")
+            files[file].seek(offset)
+            files[file].write(data)
+    finally:
+        _close_all(files)
+    for s in shards:
+        fd = os.open(tmp / s.file, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _close_all(files: dict[str, BinaryIO]) -> None:
+    for f in files.values():
+        f.close()
+    files.clear()
 
 
 def make_checkpoint(
@@ -189,7 +239,9 @@ def make_checkpoint(
                 if progress:
                     progress(k, len(shards), shard.file)
                 what = f"write {shard.file}"
-                file_bytes += _write_shard(tmp / shard.file, shard, cfg, rng, phantom)
+                file_bytes += _write_shard(tmp / shard.file, shard)
+            what = "write the tensors' values"
+            _write_values(tmp, inv, shards, rng, phantom)
             if progress:
                 progress(len(shards), len(shards), "index")
             weight_map = {t.name: s.file for s in shards for t in s.tensors}
