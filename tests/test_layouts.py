@@ -4,6 +4,7 @@ and where each tensor lies (issue 12), pinned from count-params and from phantom
 import dataclasses
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -138,3 +139,17 @@ def test_count_params_says_best_effort_only_outside_the_releases():
     assert "best effort" not in run_hc("count-params", SAMPLES / "deepseek-v4-pro.json", "--model").stdout
     r = run_hc("count-params", SAMPLES / "tiny-v4.hf.json", "--model", "--json")
     assert r.json()["model"]["exact"] is False
+
+
+def test_readme_exactness_column_is_what_the_inventory_says():
+    from conftest import ROOT
+
+    rows = re.findall(r"^\| `(sample_configs/[\w.\-]+\.json)` \|.*\| yes: (\d+) shards, ([\d,]+) tensors \|$",
+                      (ROOT / "README.md").read_text(), re.M)
+    assert len(rows) == 5
+    for path, shards, tensors in rows:
+        m = run_hc("count-params", ROOT / path, "--model", "--json").json()["model"]
+        assert m["exact"] is True and m["tensors"] == int(tensors.replace(",", "")), path
+        inv = build_inventory(load_config(ROOT / path))
+        assert inv.release is not None and inv.n_shards == int(shards), path
+        assert PUBLISHED[Path(path).stem][:2] == (int(shards), m["tensors"])
