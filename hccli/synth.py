@@ -131,13 +131,13 @@ def random_bytes(cfg: ModelConfig, t: TensorSpec, rng: np.random.Generator) -> b
 # ---- writing -----------------------------------------------------------------------------------
 
 def _write_shard(path: Path, shard: ShardPlan) -> int:
-    """The header, and a hole for every byte of data (values are written after)."""
+    """The header, and a hole for every byte of data (values are written after); returns
+    where the data starts."""
     head = shard_header(shard)
-    size = len(head) + sum(t.nbytes for t in shard.tensors)
     with open(path, "xb") as f:  # x: a fresh directory, and never through a planted link
         f.write(head)
-        f.truncate(size)
-    return size
+        f.truncate(len(head) + sum(t.nbytes for t in shard.tensors))
+    return len(head)
 
 
 def _draw_order(inv: Inventory) -> list[TensorSpec]:
@@ -160,11 +160,11 @@ def _draw_order(inv: Inventory) -> list[TensorSpec]:
     return sorted(inv.tensors, key=rank)
 
 
-def _write_values(tmp: Path, inv: Inventory, shards: list[ShardPlan], rng: np.random.Generator,
-                  phantom: bool) -> None:
+def _write_values(tmp: Path, inv: Inventory, shards: list[ShardPlan], data_start: dict[str, int],
+                  rng: np.random.Generator, phantom: bool) -> None:
     where: dict[str, tuple[str, int]] = {}
     for s in shards:
-        offset = len(shard_header(s))
+        offset = data_start[s.file]
         for t in s.tensors:
             where[t.name] = (s.file, offset)
             offset += t.nbytes
@@ -232,6 +232,7 @@ def make_checkpoint(
     rng = np.random.default_rng(seed)
     outdir = Path(outdir)
     file_bytes = 0
+    data_start: dict[str, int] = {}
     with staged_directory(outdir, force=force, ours=_ours) as tmp:
         what = "write"
         try:
@@ -239,9 +240,10 @@ def make_checkpoint(
                 if progress:
                     progress(k, len(shards), shard.file)
                 what = f"write {shard.file}"
-                file_bytes += _write_shard(tmp / shard.file, shard)
+                data_start[shard.file] = _write_shard(tmp / shard.file, shard)
+                file_bytes += data_start[shard.file] + sum(t.nbytes for t in shard.tensors)
             what = "write the tensors' values"
-            _write_values(tmp, inv, shards, rng, phantom)
+            _write_values(tmp, inv, shards, data_start, rng, phantom)
             if progress:
                 progress(len(shards), len(shards), "index")
             weight_map = {t.name: s.file for s in shards for t in s.tensors}

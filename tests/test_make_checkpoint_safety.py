@@ -156,3 +156,13 @@ def test_new_checkpoint_has_ordinary_permissions(tmp_path):
     finally:
         os.umask(old)
     assert stat.S_IMODE(out.stat().st_mode) == 0o755
+
+
+def test_an_existing_empty_outdir_is_filled(tmp_path):
+    out = tmp_path / "ck"
+    out.mkdir()
+    r = run_hc("make-checkpoint", TINY, out, "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = r.json()
+    assert doc["file_bytes"] == sum(p.stat().st_size for p in out.glob("*.safetensors"))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ck"] and len(list(out.iterdir())) == 16
