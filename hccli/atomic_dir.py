@@ -22,10 +22,10 @@ from typing import Callable, Iterator
 from hccli.errors import HcError
 
 
-def os_error(path: Path | str, doing: str, exc: OSError) -> HcError:
+def os_error(path: Path | str, doing: str, exc: OSError, then: str = "") -> HcError:
     code = errno.errorcode.get(exc.errno or 0, "")
     why = exc.strerror or str(exc)
-    return HcError(f"{path}: cannot {doing}: {why}" + (f" ({code})" if code else ""))
+    return HcError(f"{path}: cannot {doing}: {why}" + (f" ({code})" if code else "") + (f"; {then}" if then else ""))
 
 
 def _target_state(target: Path, force: bool, ours: Callable[[str], bool]) -> str:
@@ -87,10 +87,13 @@ def staged_directory(target: str | Path, *, force: bool, ours: Callable[[str], b
         raise os_error(parent, "create a temporary directory", exc) from None
     try:
         yield tmp
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; a checkpoint is an ordinary directory
-        _fsync_dir(tmp)
+        try:
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o777 & ~umask)  # mkdtemp makes it private; a checkpoint is an ordinary directory
+            _fsync_dir(tmp)
+        except OSError as exc:
+            raise os_error(tmp, "finish the new directory", exc, f"{target} is left as it was") from None
         _commit(tmp, target, state)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)

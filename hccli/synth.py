@@ -254,7 +254,7 @@ def make_checkpoint(
             what = "write config.json"
             _write_file(tmp / "config.json", config_bytes)
         except OSError as exc:
-            raise os_error(outdir, f"{what} ({outdir} is left as it was)", exc) from None
+            raise os_error(outdir, what, exc, f"{outdir} is left as it was") from None
     return WrittenCheckpoint(outdir, tuple(s.file for s in shards), len(inv.tensors), total, file_bytes, phantom)
 
 

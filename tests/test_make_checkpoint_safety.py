@@ -166,3 +166,24 @@ def test_an_existing_empty_outdir_is_filled(tmp_path):
     doc = r.json()
     assert doc["file_bytes"] == sum(p.stat().st_size for p in out.glob("*.safetensors"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ck"] and len(list(out.iterdir())) == 16
+
+
+def test_an_error_while_finishing_or_renaming_leaves_nothing(tmp_path, monkeypatch):
+    import hccli.atomic_dir as atomic
+
+    monkeypatch.setattr(atomic, "_fsync_dir", lambda p: (_ for _ in ()).throw(OSError(errno.EIO, "I/O error")))
+    one_line_error(run_hc("make-checkpoint", TINY, tmp_path / "ck"), "EIO", "left as it was")
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.undo()
+    old = tiny(tmp_path / "ck", "tiny-v4.hf.json")
+    before = snapshot(old)
+    real_rename = os.rename
+
+    def rename(src, dst):  # the new directory cannot take OUTDIR's place: the old one goes back
+        if str(dst) == str(old) and ".partial" in str(src):
+            raise OSError(errno.EXDEV, "Invalid cross-device link")
+        return real_rename(src, dst)
+
+    monkeypatch.setattr(atomic.os, "rename", rename)
+    one_line_error(run_hc("make-checkpoint", TINY, old, "--force"), "EXDEV")
+    assert snapshot(old) == before and sorted(p.name for p in tmp_path.iterdir()) == ["ck"]
