@@ -365,7 +365,10 @@ def _build(cfg: ModelConfig, plan: LayerPlan, release: Release | None) -> Invent
 
 def build_inventory(cfg: ModelConfig, plan: LayerPlan | None = None) -> Inventory:
     if plan is None:
-        return _cached_inventory(cfg)
+        try:
+            return _cached_inventory(cfg)
+        except TypeError:  # a config that cannot be hashed (a future list field) is built uncached
+            plan = plan_layers(cfg)
     return _inventory(cfg, plan)
 
 
