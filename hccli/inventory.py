@@ -1,11 +1,15 @@
-"""The tensors a config implies: name, shape, safetensors dtype, component.
+"""The tensors a config implies: name, shape, safetensors dtype, component, shard.
 
 This is the one source of truth that count-params, make-checkpoint and verify
-read. For V4.1 every tensor follows the published checkpoint layout
-(reference/deepseek-v4-family.md) and is marked exact. For the V4 family
-(V4-Flash, V4-Pro, their 0731/0813 releases) the hyper-connection tensors,
-head mix included, are exact; the rest is best effort (exact=False) and the
-output says so.
+read. What is exact (TensorSpec.exact, Inventory.release):
+- the five published releases (hccli/releases.py says how a config is
+  recognised as one): every name, dtype, shape and shard, and the totals, as
+  their public headers and index files have them (tests pin the figures);
+- any other V4.1 config: names, dtypes and shapes by the reference
+  implementation's rules (reference/deepseek-v4-family.md); shards by the
+  releases' pattern;
+- any other V4 config: the hyper-connection tensors, head mix included; the
+  rest is best effort (exact=False) and the output says so.
 
 Quantised weights: fp8(o, i) is `.weight` F8_E4M3 [o, i] plus `.scale` F8_E8M0
 [ceil(o/B), ceil(i/B)] with B the config's block; fp4(o, i) is `.weight` I8
@@ -16,8 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import ceil, prod
+from functools import lru_cache
+
 from hccli.config import ModelConfig
 from hccli.layers import LayerPlan, plan_layers
+from hccli.releases import Release, ShardLayout, release_candidate, shard_layout
+from hccli.vocab import owner_of
 
 # Components, in the order --model lists them.
 COMPONENTS = (
@@ -63,6 +71,7 @@ class TensorSpec:
     scope: str  # "text" | "vision" | "stage"
     fp4_packed: bool = False  # I8 bytes holding two E2M1 values each
     exact: bool = True
+    shard: int = 0  # 1-based: model-<shard>-of-<Inventory.n_shards>.safetensors
 
     @property
     def elements(self) -> int:
@@ -89,29 +98,52 @@ class Inventory:
     config: ModelConfig
     plan: LayerPlan
     tensors: tuple[TensorSpec, ...]
+    layout: ShardLayout
+    release: Release | None = None  # the published release this config is (names, shapes, placement, totals)
 
     @property
     def exact(self) -> bool:
         return all(t.exact for t in self.tensors)
+
+    @property
+    def n_shards(self) -> int:
+        return self.layout.count
+
+    def shard_file(self, t: TensorSpec) -> str:
+        return self.layout.file(t.shard)
+
+    @property
+    def total_size(self) -> int:
+        """The index's metadata.total_size: the sum of the tensors' byte spans."""
+        return sum(t.nbytes for t in self.tensors)
 
     def by_name(self) -> dict[str, TensorSpec]:
         return {t.name: t for t in self.tensors}
 
 
 class _Builder:
-    def __init__(self, cfg: ModelConfig):
+    def __init__(self, cfg: ModelConfig, *, exact: bool, hc_only: bool = False):
         self.cfg = cfg
         self.out: list[TensorSpec] = []
         self.layer: int | None = None
         self.scope = "text"
-        self.exact = cfg.family == "v4.1"
+        self.exact = exact
+        self.hc_only = hc_only  # count-params needs the HC tensors alone, without the expert lists
+        self.layout = shard_layout(cfg)
+        self.shard = 0
 
     def add(self, name: str, shape: tuple[int, ...], dtype: str, component: str, *, exact: bool | None = None,
-            fp4: bool = False) -> None:
+            fp4: bool = False, shard: int | None = None) -> None:
+        if self.hc_only and component != "hyper_connections":
+            return
         if self.scope == "stage":  # the component view counts a stage's tensors as the stage's
             component = "dspark"
+            owner = owner_of(name)  # a release keeps each stage whole, extras and head mix included
+            if owner is not None:
+                shard = self.layout.stage(owner[1])
         self.out.append(TensorSpec(name, tuple(shape), dtype, component, self.layer, self.scope, fp4,
-                                   self.exact if exact is None else exact))
+                                   self.exact if exact is None else exact,
+                                   self.shard if shard is None else shard))
 
     def fp8(self, prefix: str, o: int, i: int, component: str) -> None:
         b = self.cfg.fp8_block
@@ -199,8 +231,9 @@ def _ffn(b: _Builder, p: str, n_experts: int, hash_routed: bool) -> None:
 def _engram(b: _Builder, p: str, rows: int) -> None:
     cfg = b.cfg
     n, hd = cfg.engram_max_ngram_size, cfg.engram_head_dim
-    b.add(f"{p}.engram.embed.weight", (rows, hd), "F8_E4M3", "engram")
-    b.add(f"{p}.engram.embed.scale", (rows, ceil(hd / cfg.fp8_block)), "F8_E8M0", "engram")
+    table = b.layout.engram[b.layer]  # type: ignore[index]
+    b.add(f"{p}.engram.embed.weight", (rows, hd), "F8_E4M3", "engram", shard=table)
+    b.add(f"{p}.engram.embed.scale", (rows, ceil(hd / cfg.fp8_block)), "F8_E8M0", "engram", shard=table)
     b.fp8(f"{p}.engram.wkv", cfg.dim * (n + 1), (n - 1) * cfg.engram_n_heads * hd, "engram")
     b.add(f"{p}.engram.q_weight", (n, cfg.dim), "BF16", "engram")
     b.add(f"{p}.engram.k_weight", (n, cfg.dim), "BF16", "engram")
@@ -212,6 +245,8 @@ def _block(b: _Builder, plan: LayerPlan, i: int) -> None:
     p = info.name
     _hc_site(b, p, "attn")
     _hc_site(b, p, "ffn")
+    if b.hc_only:
+        return
     b.add(f"{p}.attn_norm.weight", (cfg.dim,), "BF16", "norms")
     b.add(f"{p}.ffn_norm.weight", (cfg.dim,), "BF16", "norms")
     _attention(b, p)
@@ -237,7 +272,9 @@ def _stages_extra(b: _Builder) -> None:
     cfg = b.cfg
     D = cfg.dim
     last = f"mtp.{cfg.n_stages - 1}"
-    if cfg.stage_kind == "dspark":
+    if b.hc_only:
+        pass
+    elif cfg.stage_kind == "dspark":
         b.fp8("mtp.0.main_proj", D, len(cfg.dspark_target_layer_ids) * D, "dspark")
         b.add("mtp.0.main_norm.weight", (D,), "BF16", "dspark")
         b.add(f"{last}.norm.weight", (D,), "BF16", "dspark")
@@ -269,6 +306,7 @@ def _vision(b: _Builder) -> None:
     D = b.cfg.dim
     b.scope = "vision"
     b.layer = None
+    b.shard = b.layout.vision  # type: ignore[assignment]
     add = lambda name, shape: b.add(name, shape, "BF16", "vision")  # noqa: E731
     add("vision.patch_embed.proj.weight", (v.dim, 3 * v.patch_size * v.patch_size))
     add("vision.patch_embed.proj.bias", (v.dim,))
@@ -292,47 +330,66 @@ def _vision(b: _Builder) -> None:
         add(name, (D,))
 
 
-def build_inventory(cfg: ModelConfig, plan: LayerPlan | None = None) -> Inventory:
-    plan = plan or plan_layers(cfg)
-    b = _Builder(cfg)
+def _walk(b: _Builder, plan: LayerPlan) -> None:
+    cfg = b.cfg
+    lay = b.layout
     D, V = cfg.dim, cfg.vocab_size
+    b.shard = lay.embed
     b.add("embed.weight", (V, D), "BF16", "embeddings_head")
     for i in range(cfg.n_layers):
         b.layer = i
+        b.shard = lay.layer(i)
         _block(b, plan, i)
     b.layer = None
+    b.shard = lay.final
     b.add("norm.weight", (D,), "BF16", "norms")
     b.add("head.weight", (V, D), "BF16", "embeddings_head")
     if cfg.has_head_mix:
         _hc_site(b, "", "head")
     if cfg.n_stages:
-        b.scope = "stage"
+        b.scope = "stage"  # add() places each stage tensor by its owner
         for s in range(cfg.n_stages):
             b.layer = cfg.n_layers + s
             _block(b, plan, cfg.n_layers + s)
         b.layer = cfg.n_layers
         _stages_extra(b)
-    if cfg.vision is not None:
+    if cfg.vision is not None and not b.hc_only:
         _vision(b)
-    return Inventory(cfg, plan, tuple(b.out))
+
+
+def _build(cfg: ModelConfig, plan: LayerPlan, release: Release | None) -> Inventory:
+    b = _Builder(cfg, exact=cfg.family == "v4.1" or release is not None)
+    _walk(b, plan)
+    return Inventory(cfg, plan, tuple(b.out), b.layout, release)
+
+
+def build_inventory(cfg: ModelConfig, plan: LayerPlan | None = None) -> Inventory:
+    if plan is None:
+        try:
+            return _cached_inventory(cfg)
+        except TypeError:  # a config that cannot be hashed (a future list field) is built uncached
+            plan = plan_layers(cfg)
+    return _inventory(cfg, plan)
+
+
+@lru_cache(maxsize=2)
+def _cached_inventory(cfg: ModelConfig) -> Inventory:
+    # verify and its placement check ask for the same config's inventory (100k+ tensors) in turn
+    return _inventory(cfg, plan_layers(cfg))
+
+
+def _inventory(cfg: ModelConfig, plan: LayerPlan) -> Inventory:
+    candidate = release_candidate(cfg)
+    inv = _build(cfg, plan, candidate)
+    if candidate is not None and (len(inv.tensors), inv.total_size, inv.n_shards) != (
+            candidate.tensors, candidate.total_size, candidate.shards):
+        inv = _build(cfg, plan, None)  # its values look like a release's, its inventory is another
+    return inv
 
 
 def build_hc_inventory(cfg: ModelConfig) -> tuple[TensorSpec, ...]:
     """Only the hyper-connection tensors, in inventory order, through the same
-    code as build_inventory (cheap: count-params needs no expert list)."""
-    b = _Builder(cfg)
-    for i in range(cfg.n_layers):
-        b.layer = i
-        _hc_site(b, f"layers.{i}", "attn")
-        _hc_site(b, f"layers.{i}", "ffn")
-    b.layer = None
-    if cfg.has_head_mix:
-        _hc_site(b, "", "head")
-    b.scope = "stage"
-    for s in range(cfg.n_stages):
-        b.layer = cfg.n_layers + s
-        _hc_site(b, f"mtp.{s}", "attn")
-        _hc_site(b, f"mtp.{s}", "ffn")
-    if cfg.n_stages and cfg.has_head_mix:
-        _hc_site(b, f"mtp.{cfg.n_stages - 1}", "head")
+    walk as build_inventory (cheap: count-params needs no expert list)."""
+    b = _Builder(cfg, exact=True, hc_only=True)
+    _walk(b, plan_layers(cfg))
     return tuple(b.out)

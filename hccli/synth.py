@@ -5,10 +5,16 @@
   in the hc base and scale tensors, and every other byte (the hc fn projections
   included) left as a hole of a sparse file: a 510 GB V4.1-Flash takes a few MB.
 
-Shards follow a release's order: the embedding first, then one shard per layer
-in order (an Engram table on a shard of its own right after its layer), one per
-DSpark/MTP stage, then the final norm and head, then vision. For V4.1-Flash
-that gives 48 shards, as published.
+Each tensor goes to the shard the inventory names (the published placement for
+the five releases, hccli/releases.py), and each shard header is what
+safetensors' own serializer writes for those tensors (hccli/st_layout.py), with
+no __metadata__: a phantom shard of a release has the published file's size.
+What made a checkpoint is said in the index's metadata (`producer`), never in
+the shards.
+
+The checkpoint is written into a temporary sibling directory and renamed into
+place at the end (hccli/atomic_dir.py): an error or Ctrl-C leaves no
+half-written OUTDIR.
 """
 
 from __future__ import annotations
@@ -16,25 +22,29 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import BinaryIO, Callable
 
 import numpy as np
 
+from hccli.atomic_dir import os_error, staged_directory
 from hccli.config import ModelConfig, load_config
 from hccli.errors import HcError
 from hccli.inventory import Inventory, TensorSpec, build_inventory
+from hccli.st_layout import header_bytes, serializer_order
+from hccli.vocab import INDEX_NAME, parse_hc_name
 
-INDEX_NAME = "model.safetensors.index.json"
-ALIGN = 8  # safetensors pads the header with spaces to this
+__all__ = ["INDEX_NAME", "PRODUCER", "ShardPlan", "WrittenCheckpoint", "header_bytes", "make_checkpoint",
+           "plan_shards", "shard_header"]
+
+PRODUCER = "hccli make-checkpoint"  # the index's metadata.producer; "... --phantom" for a phantom
 
 
 @dataclass(frozen=True)
 class ShardPlan:
     file: str
-    tensors: tuple[TensorSpec, ...]
+    tensors: tuple[TensorSpec, ...]  # in file order (the serializer's)
 
 
 @dataclass(frozen=True)
@@ -47,54 +57,21 @@ class WrittenCheckpoint:
     phantom: bool
 
 
-def _shard_key(t: TensorSpec) -> str:
-    if t.scope == "vision":
-        return "vision"
-    if t.name == "embed.weight":
-        return "embed"
-    if t.layer is None:
-        return "final"
-    if t.name.endswith(("engram.embed.weight", "engram.embed.scale")):
-        return f"engram-table:{t.layer}"
-    return f"layer:{t.layer}"
-
-
 def plan_shards(inv: Inventory) -> list[ShardPlan]:
-    groups: dict[str, list[TensorSpec]] = {}
+    groups: dict[int, list[TensorSpec]] = {}
     for t in inv.tensors:
-        groups.setdefault(_shard_key(t), []).append(t)
-    keys = sorted(groups, key=lambda k: _shard_rank(k, inv))
-    n = len(keys)
-    return [ShardPlan(f"model-{i + 1:05d}-of-{n:05d}.safetensors", tuple(groups[k])) for i, k in enumerate(keys)]
+        groups.setdefault(t.shard, []).append(t)
+    return [ShardPlan(inv.layout.file(k), tuple(serializer_order(groups[k]))) for k in sorted(groups)]
 
 
-def _shard_rank(key: str, inv: Inventory) -> tuple[int, int, int]:
-    kind, _, layer = key.partition(":")
-    n = inv.config.n_layers
-    if kind == "embed":
-        return (0, 0, 0)
-    if kind == "layer":
-        li = int(layer)
-        return (1, li, 0) if li < n else (2, li, 0)
-    if kind == "engram-table":
-        return (1, int(layer), 1)
-    if kind == "final":
-        return (3, 0, 0)
-    return (4, 0, 0)
+def shard_header(shard: ShardPlan) -> bytes:
+    """The header bytes safetensors' serializer writes for this shard's tensors (no metadata)."""
+    return header_bytes([(t.name, t.dtype, t.shape, t.nbytes) for t in shard.tensors])
 
 
-def header_bytes(tensors: list[tuple[str, str, tuple[int, ...], int]], metadata: dict[str, str] | None) -> bytes:
-    """The 8-byte length and the JSON header for (name, dtype, shape, nbytes) in file order."""
-    doc: dict = {}
-    if metadata:
-        doc["__metadata__"] = metadata
-    offset = 0
-    for name, dtype, shape, nbytes in tensors:
-        doc[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + nbytes]}
-        offset += nbytes
-    body = json.dumps(doc, separators=(",", ":")).encode()
-    body += b" " * (-len(body) % ALIGN)
-    return len(body).to_bytes(8, "little") + body
+def _ours(name: str) -> bool:
+    """Entries of an existing OUTDIR that --force may replace: what make-checkpoint writes."""
+    return name.endswith((".safetensors", ".partial")) or name in (INDEX_NAME, "config.json")
 
 
 # ---- values ------------------------------------------------------------------------------------
@@ -109,8 +86,10 @@ def hc_values(cfg: ModelConfig, t: TensorSpec, rng: np.random.Generator) -> np.n
     """Realistic, non-trivial values for hc base/scale (and fn): comb offsets favour
     the diagonal so the Sinkhorn matrix is far from uniform; scales are O(1)."""
     hc = cfg.hc_mult
-    part = t.name.rsplit("_", 1)[-1]
-    site = t.name.rsplit("hc_", 1)[-1].split("_")[0]
+    name = parse_hc_name(t.name)
+    if name is None:
+        return None
+    part, site = name.part, name.site
     if part == "scale":
         return rng.uniform(0.3, 1.5, size=t.shape).astype(np.float32)
     if part == "base":
@@ -126,7 +105,7 @@ def hc_values(cfg: ModelConfig, t: TensorSpec, rng: np.random.Generator) -> np.n
 
 def random_bytes(cfg: ModelConfig, t: TensorSpec, rng: np.random.Generator) -> bytes:
     n = t.elements
-    if "hc_" in t.name and t.component in ("hyper_connections", "dspark") and t.dtype == "F32":
+    if t.dtype == "F32" and parse_hc_name(t.name) is not None:
         v = hc_values(cfg, t, rng)
         if v is not None:
             return v.astype("<f4").tobytes()
@@ -151,11 +130,75 @@ def random_bytes(cfg: ModelConfig, t: TensorSpec, rng: np.random.Generator) -> b
 
 # ---- writing -----------------------------------------------------------------------------------
 
-def _check_outdir(outdir: Path, force: bool) -> None:
-    if outdir.exists() and not outdir.is_dir():
-        raise HcError(f"{outdir}: exists and is not a directory; expected a new or empty directory")
-    if outdir.is_dir() and any(outdir.iterdir()) and not force:
-        raise HcError(f"{outdir}: directory is not empty; expected a new or empty one (or pass --force)")
+def _write_shard(path: Path, shard: ShardPlan) -> int:
+    """The header, and a hole for every byte of data (values are written after); returns
+    where the data starts."""
+    head = shard_header(shard)
+    with open(path, "xb") as f:  # x: a fresh directory, and never through a planted link
+        f.write(head)
+        f.truncate(len(head) + sum(t.nbytes for t in shard.tensors))
+    return len(head)
+
+
+def _draw_order(inv: Inventory) -> list[TensorSpec]:
+    """The order the random values are drawn in: the same as before shards followed the
+    releases (embed, each layer with its Engram table, stages, final, vision), so that a
+    seed still gives the same values (README examples, golden figures)."""
+    n = inv.config.n_layers
+
+    def rank(t: TensorSpec) -> tuple[int, int, int]:
+        if t.scope == "vision":
+            return (4, 0, 0)
+        if t.name == "embed.weight":
+            return (0, 0, 0)
+        if t.layer is None:
+            return (3, 0, 0)
+        if t.name.endswith(("engram.embed.weight", "engram.embed.scale")):
+            return (1, t.layer, 1)
+        return (1, t.layer, 0) if t.layer < n else (2, t.layer, 0)
+
+    return sorted(inv.tensors, key=rank)
+
+
+def _write_values(tmp: Path, inv: Inventory, shards: list[ShardPlan], data_start: dict[str, int],
+                  rng: np.random.Generator, phantom: bool) -> None:
+    where: dict[str, tuple[str, int]] = {}
+    for s in shards:
+        offset = data_start[s.file]
+        for t in s.tensors:
+            where[t.name] = (s.file, offset)
+            offset += t.nbytes
+    files: dict[str, BinaryIO] = {}
+    try:
+        for t in _draw_order(inv):
+            if phantom:
+                name = parse_hc_name(t.name)
+                if name is None or name.part not in ("base", "scale"):
+                    continue  # a hole
+                data = hc_values(inv.config, t, rng).astype("<f4").tobytes()  # type: ignore[union-attr]
+            else:
+                data = random_bytes(inv.config, t, rng)
+            file, offset = where[t.name]
+            if file not in files:
+                if len(files) >= 64:  # a bound on open files for configs of many layers
+                    _close_all(files)
+                files[file] = open(tmp / file, "r+b")
+            files[file].seek(offset)
+            files[file].write(data)
+    finally:
+        _close_all(files)
+    for s in shards:
+        fd = os.open(tmp / s.file, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def _close_all(files: dict[str, BinaryIO]) -> None:
+    for f in files.values():
+        f.close()
+    files.clear()
 
 
 def make_checkpoint(
@@ -168,51 +211,55 @@ def make_checkpoint(
     max_bytes: int = 2 * 1024**3,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> WrittenCheckpoint:
-    """Write a checkpoint for `config` into `outdir` (shards, index, config.json)."""
+    """Write a checkpoint for `config` at `outdir` (shards, index, config.json), whole or not at all.
+    force replaces an existing OUTDIR that holds only checkpoint files."""
+    if seed < 0:
+        raise HcError(f"seed {seed}: expected a non-negative integer")
     cfg = load_config(config)
+    src = Path(cfg.source)
+    try:
+        config_bytes = src.read_bytes()  # before anything moves: it may be OUTDIR/config.json
+    except OSError as exc:
+        raise os_error(src, "read it", exc) from None
     inv = build_inventory(cfg)
-    outdir = Path(outdir)
-    _check_outdir(outdir, force)
-    total = sum(t.nbytes for t in inv.tensors)
+    total = inv.total_size
     if not phantom and total > max_bytes:
         raise HcError(
             f"{cfg.source}: a checkpoint with values would take {total / 1e9:,.1f} GB "
             f"(limit {max_bytes / 1e9:,.1f} GB); use --phantom for a full-scale sparse layout"
         )
     shards = plan_shards(inv)
-    outdir.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
-    weight_map: dict[str, str] = {}
+    outdir = Path(outdir)
     file_bytes = 0
-    meta = {"format": "pt", "producer": "hccli make-checkpoint" + (" --phantom" if phantom else "")}
-    for k, shard in enumerate(shards):
-        if progress:
-            progress(k, len(shards), shard.file)
-        entries = [(t.name, t.dtype, t.shape, t.nbytes) for t in shard.tensors]
-        head = header_bytes(entries, meta)
-        path = outdir / shard.file
-        tmp = path.with_name(path.name + ".partial")
-        with open(tmp, "wb") as f:
-            f.write(head)
-            base = len(head)
-            offset = 0
-            for t in shard.tensors:
-                if phantom:
-                    part = t.name.rsplit("_", 1)[-1]
-                    if "hc_" in t.name and part in ("base", "scale"):
-                        f.seek(base + offset)
-                        f.write(hc_values(cfg, t, rng).astype("<f4").tobytes())
-                else:
-                    f.write(random_bytes(cfg, t, rng))
-                offset += t.nbytes
-                weight_map[t.name] = shard.file
-            f.truncate(base + offset)  # a hole for every byte not written
-        os.replace(tmp, path)
-        file_bytes += base + offset
-    if progress:
-        progress(len(shards), len(shards), "index")
-    index = {"metadata": {"total_size": total}, "weight_map": weight_map}
-    (outdir / INDEX_NAME).write_text(json.dumps(index, indent=2) + "\n")
-    src = Path(cfg.source)
-    shutil.copyfile(src, outdir / "config.json")
+    data_start: dict[str, int] = {}
+    with staged_directory(outdir, force=force, ours=_ours) as tmp:
+        what = "write"
+        try:
+            for k, shard in enumerate(shards):
+                if progress:
+                    progress(k, len(shards), shard.file)
+                what = f"write {shard.file}"
+                data_start[shard.file] = _write_shard(tmp / shard.file, shard)
+                file_bytes += data_start[shard.file] + sum(t.nbytes for t in shard.tensors)
+            what = "write the tensors' values"
+            _write_values(tmp, inv, shards, data_start, rng, phantom)
+            if progress:
+                progress(len(shards), len(shards), "index")
+            weight_map = {t.name: s.file for s in shards for t in s.tensors}
+            producer = PRODUCER + (" --phantom" if phantom else "")
+            index = {"metadata": {"total_size": total, "producer": producer}, "weight_map": weight_map}
+            what = f"write {INDEX_NAME}"
+            _write_file(tmp / INDEX_NAME, (json.dumps(index, indent=2) + "\n").encode())
+            what = "write config.json"
+            _write_file(tmp / "config.json", config_bytes)
+        except OSError as exc:
+            raise os_error(outdir, what, exc, f"{outdir} is left as it was") from None
     return WrittenCheckpoint(outdir, tuple(s.file for s in shards), len(inv.tensors), total, file_bytes, phantom)
+
+
+def _write_file(path: Path, data: bytes) -> None:
+    with open(path, "xb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())

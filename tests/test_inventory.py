@@ -121,7 +121,13 @@ def test_v4_family_hc_tensors_exact(model, n_layers, dim, stages):
         expected[f"{p}hc_head_scale"] = ("F32", (1,))
     assert hc == expected
     assert all(t.exact for t in inv.tensors if "hc_" in t.name)
-    assert not inv.exact  # the rest of a V4 inventory is best effort, and says so
+    assert inv.exact and inv.release is not None  # a published release: all of it (test_layouts.py)
+
+
+def test_v4_config_of_no_release_is_best_effort_outside_hc():
+    inv = build_inventory(load_config(SAMPLES / "tiny-v4.hf.json"))
+    assert inv.release is None and not inv.exact
+    assert {t.name for t in inv.tensors if t.exact} == {t.name for t in inv.tensors if "hc_" in t.name}
 
 
 @pytest.mark.parametrize("path", sorted(SAMPLES.glob("*.json")), ids=lambda p: p.name)

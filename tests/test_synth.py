@@ -40,18 +40,17 @@ def test_tiny_values_are_finite_and_realistic(tmp_path):
     assert np.diag(comb).mean() > comb[~np.eye(4, dtype=bool)].mean() + 1  # non-trivial comb
 
 
-def test_v41_phantom_has_48_shards_in_release_order(tmp_path):
+def test_v41_shards_in_release_order(tmp_path):
+    # the placement rules of every release are pinned in test_layouts.py; here the shape of the plan
     inv = build_inventory(load_config(SAMPLES / "deepseek-v4.1-flash.json"))
     shards = plan_shards(inv)
-    assert len(shards) == 48
-    assert [t.name for t in shards[0].tensors] == ["embed.weight"]
-    # an Engram table sits on a shard of its own right after its layer's shard
-    engram = [i for i, s in enumerate(shards) if any(t.name.endswith("engram.embed.weight") for t in s.tensors)]
-    assert len(engram) == 2
-    for i in engram:
-        assert {t.name.rsplit(".", 1)[0] for t in shards[i].tensors} == {shards[i].tensors[0].name.rsplit(".", 1)[0]}
-        assert shards[i - 1].tensors[0].layer == shards[i].tensors[0].layer
-    layer_order = [s.tensors[0].layer for s in shards if s.tensors[0].layer is not None]
+    assert len(shards) == 48 and [s.file for s in shards][:1] == ["model-00001-of-00048.safetensors"]
+    assert {t.scope for t in shards[0].tensors} == {"vision"}
+    assert [t.name for t in shards[1].tensors] == ["embed.weight"]
+    # each Engram table on a shard of its own, after everything else
+    assert [{t.name for t in s.tensors} for s in shards[-2:]] == [
+        {f"layers.{i}.engram.embed.weight", f"layers.{i}.engram.embed.scale"} for i in (1, 14)]
+    layer_order = [s.tensors[0].layer for s in shards[2:-2] if s.tensors[0].layer is not None]
     assert layer_order == sorted(layer_order)
 
 
@@ -72,8 +71,21 @@ def test_refuses_non_empty_outdir_without_force(tmp_path):
     r = run_hc("make-checkpoint", SAMPLES / "tiny-v4.1.json", out)
     assert r.exit_code == 2 and "not empty" in r.stderr
     assert [p.name for p in out.iterdir()] == ["keep.txt"]
+    # --force replaces a checkpoint, never a directory holding anything else
+    r = run_hc("make-checkpoint", SAMPLES / "tiny-v4.1.json", out, "--force")
+    assert r.exit_code == 2 and "'keep.txt'" in r.stderr and "\n" not in r.stderr.strip()
+    assert [p.name for p in out.iterdir()] == ["keep.txt"]
+
+
+def test_force_replaces_a_checkpoint_whole(tmp_path):
+    out = tmp_path / "o"
+    assert run_hc("make-checkpoint", SAMPLES / "tiny-v4.hf.json", out).exit_code == 0
+    (out / "model-00003-of-00010.safetensors.partial").write_text("left over")
     assert run_hc("make-checkpoint", SAMPLES / "tiny-v4.1.json", out, "--force").exit_code == 0
-    assert (out / "keep.txt").read_text() == "mine"
+    names = sorted(p.name for p in out.iterdir())
+    assert len(names) == 16 and not any("of-00010" in n or n.endswith(".partial") for n in names)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]  # nothing left beside it
+    assert (out / "config.json").read_bytes() == (SAMPLES / "tiny-v4.1.json").read_bytes()
 
 
 def test_refuses_full_scale_values(tmp_path):

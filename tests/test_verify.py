@@ -30,7 +30,7 @@ def findings(path, expect_exit=1):
     got = r.json()["findings"]
     SEEN.update(f["code"] for f in got)
     for f in got:
-        assert f["severity"] in ("error", "warning") and "\n" not in f["message"]
+        assert f["severity"] in ("error", "warning", "info") and "\n" not in f["message"]
     return {f["code"]: f for f in got}
 
 
@@ -162,6 +162,19 @@ def test_human_verify_output(ck):
     edit_index(ck, lambda d: d["metadata"].__setitem__("total_size", 1))
     r = run_hc("inspect", ck, "--verify")
     assert r.exit_code == 1 and "total_size_mismatch" in r.stdout and "1 errors" in r.stdout
+
+
+def test_shard_placement_of_a_release(tmp_path):
+    from conftest import SAMPLES
+
+    from hccli.synth import make_checkpoint
+
+    ck = make_checkpoint(SAMPLES / "deepseek-v4-flash.json", tmp_path / "flash", phantom=True).outdir
+    last = "model-00046-of-00046.safetensors"
+    (ck / last).rename(ck / "mtp.safetensors")
+    edit_index(ck, lambda d: d["weight_map"].update({n: "mtp.safetensors" for n, f in d["weight_map"].items()
+                                                      if f == last}))
+    assert findings(ck, 0)["shard_placement"]["severity"] == "info"  # more in test_placement.py
 
 
 def test_every_code_is_exercised():

@@ -34,6 +34,8 @@ CODES = {
     "unexpected_tensor": ("error", "the checkpoint holds a tensor the config does not imply"),
     "wrong_shape": ("error", "a tensor's shape differs from what the config implies"),
     "wrong_dtype": ("error", "a tensor's dtype differs from what the config implies"),
+    "shard_placement": ("info", "a known release's tensors lie in other shards, or its shards differ in size, "
+                                "from the published files"),
 }
 
 
@@ -102,6 +104,9 @@ def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
         out.append(_f("config_unreadable", ckpt.config_error))
     if ckpt.config is not None:
         out += _verify_inventory(ckpt)
+        from hccli.checkpoint.placement import placement_findings
+
+        out += placement_findings(ckpt)
     return out
 
 

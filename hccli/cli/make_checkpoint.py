@@ -31,7 +31,8 @@ def make_checkpoint_cmd(
                                           "real headers, real hc base/scale values, every other byte a hole.")]
     = False,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random values.")] = 0,
-    force: Annotated[bool, typer.Option("--force", help="Write into a non-empty OUTDIR.")] = False,
+    force: Annotated[bool, typer.Option("--force", help="Replace an existing OUTDIR that holds only checkpoint "
+                                        "files (shards, index, config.json).")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Write a checkpoint for a config: shards, model.safetensors.index.json, config.json.
@@ -39,16 +40,23 @@ def make_checkpoint_cmd(
     Without --phantom every tensor gets random values of its dtype (hc base/scale
     realistic, comb offsets favouring the diagonal); that is for small configs
     (2 GB at most). With --phantom any config is written at full scale as sparse
-    files: a 510 GB V4.1-Flash takes a few MB of disk.
+    files: a 510 GB V4.1-Flash takes a few MB of disk. OUTDIR appears whole or
+    not at all (written beside it, then renamed into place).
     """
     from hccli.cli.output import emit_json, progress_bar, show
     from hccli.errors import HcError
     from hccli.synth import make_checkpoint
 
+    usage = "usage: hc make-checkpoint [CONFIG] OUTDIR (CONFIG defaults to the bundled V4.1-Flash)"
     if outdir is None:
         if config is None:
-            raise HcError("missing OUTDIR; usage: hc make-checkpoint [CONFIG] OUTDIR")
+            raise HcError(f"missing OUTDIR; {usage}")
+        if config.is_file() or config.suffix == ".json":
+            raise HcError(f"missing OUTDIR: '{config}' looks like a config file, not a directory to "
+                          f"create; {usage}")
         config, outdir = None, config
+    if seed < 0:
+        raise HcError(f"--seed {seed}: expected a non-negative integer")
     with progress_bar("writing shards", enabled=not json_out) as tick:
         done = make_checkpoint(config, outdir, phantom=phantom, seed=seed, force=force, progress=tick)
     if json_out:

@@ -1,0 +1,59 @@
+"""`--verify` with the config of a published release: is each tensor in the shard
+the release put it in, and is each shard the size of the published file?
+
+A re-sharded mirror is a legal checkpoint, so this is information (severity
+"info", no effect on the exit code), but a user comparing files, sizes or
+download manifests with the release should know.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+from hccli.checkpoint.shardset import Checkpoint
+from hccli.checkpoint.source import one_line
+from hccli.checkpoint.verify import CODES, Finding
+
+CODE = "shard_placement"
+
+
+def _finding(message: str) -> Finding:
+    return Finding(CODE, CODES[CODE][0], one_line(message, 400))
+
+
+def _base(file: str) -> str:
+    return PurePosixPath(file.replace("\\", "/")).name
+
+
+def placement_findings(ckpt: Checkpoint) -> list[Finding]:
+    if ckpt.config is None:
+        return []
+    from hccli.inventory import build_inventory
+    from hccli.synth import plan_shards, shard_header
+
+    inv = build_inventory(ckpt.config)
+    release = inv.release
+    if release is None:
+        return []
+    published = {t.name: inv.shard_file(t) for t in inv.tensors}
+    have = ckpt.tensors()
+    moved = [n for n, (s, _) in have.items() if n in published and _base(s.file) != published[n]]
+    out: list[Finding] = []
+    if moved or len(ckpt.shards) != release.shards:
+        n = moved[0] if moved else None
+        example = f", e.g. '{n}' in {have[n][0].file}, published in {published[n]}" if n else ""
+        out.append(_finding(
+            f"{ckpt.label}: the shards differ from the published {release.name} layout "
+            f"({len(ckpt.shards)} shards, published {release.shards}; {len(moved):,} tensors in another shard"
+            f"{example}); a re-sharded copy is legal, but its files are not the release's"))
+    by_file = {_base(s.file): s for s in ckpt.readable()}
+    for plan in plan_shards(inv):
+        shard = by_file.get(plan.file)
+        if shard is None or shard.header is None:
+            continue
+        expected = len(shard_header(plan)) + sum(t.nbytes for t in plan.tensors)
+        actual = shard.header.file_size
+        if actual != expected:
+            out.append(_finding(f"{shard.file} is {actual:,} bytes; the published {release.name} file is "
+                                f"{expected:,} bytes ({actual - expected:+,})"))
+    return out
