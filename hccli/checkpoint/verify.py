@@ -125,8 +125,9 @@ def _verify_hc(ckpt: Checkpoint, check_values: bool) -> list[Finding]:
         if problem:
             out.append(_f("hc_shape", f"{s.name} {s.site}: {problem}"))
         if check_values:
-            # remotely the fn projections (2 MB a site, 169 MB for V4.1-Flash) are not fetched
-            parts = ("base", "scale") if ckpt.remote is not None else ("base", "scale", "fn")
+            # where reads cost a transfer the fn projections (2 MB a site, 169 MB for V4.1-Flash) are not fetched
+            cheap = ckpt.store is None or ckpt.store.bulk_reads_cheap
+            parts = ("base", "scale", "fn") if cheap else ("base", "scale")
             for part in parts:
                 if part in s.parts and s.parts[part][1].dtype == "F32":
                     v = read_part(ckpt, s, part)
