@@ -118,7 +118,7 @@ class Http:
                     raise self.late(host, what) from None
                 raise SourceError(f"{host}: no answer within {t:g} s while waiting for {what} "
                                   f"({TIMEOUT_ENV} sets the wait)", "timeout") from None
-            except httpx.HTTPError as exc:
+            except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:  # InvalidURL: a hostile Location
                 raise SourceError(f"{host}: network error while waiting for {what} "
                                   f"({one_line(type(exc).__name__ + ': ' + str(exc), 160)})", "network") from None
         raise SourceError(f"{one_line(url, 120)}: more than {MAX_REDIRECTS} redirects for {what}", "network")
