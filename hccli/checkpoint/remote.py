@@ -272,9 +272,8 @@ def _api(http: Http, ref: RepoRef, revision: str) -> _Listing:
 
 
 def _offline_env() -> bool:
-    from huggingface_hub import constants
-
-    return os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes") or bool(constants.HF_HUB_OFFLINE)
+    # read at each call (huggingface_hub's constant is fixed when it is first imported)
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def open_hub(ref: RepoRef, *, endpoint: str | None = None) -> HubStore:

@@ -232,8 +232,7 @@ def open_checkpoint(
     """A local checkpoint, or a hub repository (hf://org/name..., or a bare org/name
     where no local path of that name exists): the same steps for every store."""
     text = str(path)
-    store, kind, entry = open_store(text)
-    label = store.label if kind == "hub" else text
+    store, kind, entry, label = open_store(text)
     index, unsafe, missing, partial = None, [], [], []
     if kind == "file":
         names: list[tuple[str, bool]] = [(entry, False)]  # type: ignore[list-item]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from hccli.checkpoint.header import Header, read_header
 from hccli.checkpoint.source import ByteSource, LocalFile, SourceError, one_line, read_small_file
@@ -87,22 +87,28 @@ class LocalStore(Store):
         return str(self.root / name)
 
 
-def open_store(text: str) -> tuple[Store, str, str | None]:
-    """(store, kind, entry) for what the user named: kind "directory" (entry the index name),
-    "index" (entry the index file), "file" (entry the file) or "hub" (entry the index name).
+class Opened(NamedTuple):
+    store: Store
+    kind: str  # "directory" | "index" | "file" | "hub"
+    entry: str  # the index name to look for, the index file, or the one file
+    label: str  # what messages call the checkpoint: the path as typed, or the hub repository
+
+
+def open_store(text: str) -> Opened:
+    """The store for what the user named, and where in it to start.
 
     A local path wins; a name that exists nowhere locally is tried on the hub only when it
     reads as org/name, and then the error says both."""
     if text.startswith("hf://"):
         from hccli.checkpoint.remote import open_hub, parse_repo_spec
 
-        return open_hub(parse_repo_spec(text, bare_allowed=True)), "hub", INDEX_NAME  # type: ignore[arg-type]
+        hub = open_hub(parse_repo_spec(text, bare_allowed=True))  # type: ignore[arg-type]
+        return Opened(hub, "hub", INDEX_NAME, hub.label)
     p = Path(text)
     if os.path.lexists(p):
         if p.is_dir():
-            return LocalStore(p), "directory", INDEX_NAME
-        kind = "index" if p.suffix == ".json" else "file"
-        return LocalStore(p.parent), kind, p.name
+            return Opened(LocalStore(p), "directory", INDEX_NAME, text)
+        return Opened(LocalStore(p.parent), "index" if p.suffix == ".json" else "file", p.name, text)
     from hccli.checkpoint.remote import open_hub, parse_repo_spec
 
     nowhere = f"{one_line(text)}: no local file or directory of that name exists"
@@ -111,7 +117,8 @@ def open_store(text: str) -> tuple[Store, str, str | None]:
         raise HcError(f"{nowhere}; expected a checkpoint directory, an index .json, a .safetensors file, "
                       "or a hub repository hf://org/name")
     try:
-        return open_hub(ref), "hub", INDEX_NAME
+        hub = open_hub(ref)
+        return Opened(hub, "hub", INDEX_NAME, hub.label)
     except HcError as exc:
         raise HcError(f"{nowhere}, and as a hub repository: {exc.message}", exc.exit_code) from None
 
