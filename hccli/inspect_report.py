@@ -145,12 +145,11 @@ def read_hc_entries(ckpt: Checkpoint, sites: list[HcSiteTensors]) -> list[HcEntr
         base, scale = read_base_scale(ckpt, s)
         return s, base.reshape(-1), scale.reshape(-1)
 
-    if ckpt.remote is not None:  # each read is a round trip: overlap them
+    workers = ckpt.store.workers if ckpt.store is not None else 1
+    if workers > 1:  # each read is a round trip: overlap them
         from concurrent.futures import ThreadPoolExecutor
 
-        from hccli.checkpoint.remote import WORKERS
-
-        with ThreadPoolExecutor(2 * WORKERS) as pool:
+        with ThreadPoolExecutor(2 * workers) as pool:
             values = list(pool.map(read, usable))
     else:
         values = [read(s) for s in usable]

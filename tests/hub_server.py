@@ -1,9 +1,11 @@
 """A model-hub stand-in on 127.0.0.1 for the remote tests: the API's revision
 endpoint, `resolve` URLs (with a redirect, as the hub's CDN does), and HTTP range
-requests over files in a local folder. Faults can be switched on per test."""
+requests over files in a local folder. Faults can be switched on per test, hostile
+ones included; every loop that sends or waits is bounded, so a test cannot hang."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
 import threading
@@ -24,6 +26,16 @@ class Faults:
     error500: set[str] = field(default_factory=set)  # files that answer 500
     latency: float = 0.0  # seconds before each answer
     down: bool = False  # the API answers 503
+    sha: str | None = None  # the commit id the API names (hostile: "../x", "/abs", escape codes)
+    extra_siblings: list[str] = field(default_factory=list)  # file names the API lists beyond the folder's
+    cdn: str | None = None  # redirect resolve URLs to this other origin ("http://127.0.0.1:port")
+    overlong: bool = False  # answer a range with the rest of the file (Content-Range says so)
+    gzip_ranges: bool = False  # answer ranges gzip-encoded (a small body that inflates)
+    api_gzip: bool = False  # the API answer gzip-encoded
+    api_endless: int = 0  # the API sends this many bytes of JSON-ish padding, no Content-Length
+    api_stall: float = 0.0  # seconds the API waits before answering
+    body_stall: float = 0.0  # seconds a range answer waits after its headers
+    drip: float = 0.0  # seconds between the bytes of a range answer
 
 
 @dataclass
@@ -31,6 +43,7 @@ class Stats:
     requests: int = 0
     range_requests: int = 0
     body_bytes: int = 0
+    auth: list[tuple[str, bool]] = field(default_factory=list)  # (path, whether Authorization came)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def add(self, n: int, ranged: bool) -> None:
@@ -60,6 +73,8 @@ class Hub:
                 if hub.faults.latency:
                     time.sleep(hub.faults.latency)
                 path = unquote(urlparse(self.path).path)
+                with hub.stats.lock:
+                    hub.stats.auth.append((path, "authorization" in {k.lower() for k in self.headers}))
                 m = re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/([^/]+))?", path)
                 if m:
                     return self.api(m[1], m[2] or "main")
@@ -67,7 +82,7 @@ class Hub:
                 if m:  # like the hub: a redirect to where the bytes are
                     if m[2] not in ("main", SHA):
                         return self.send(404, b"revision not found", {"X-Error-Code": "RevisionNotFound"})
-                    return self.send(302, b"", {"Location": f"/cdn/{m[1]}/{m[3]}"})
+                    return self.send(302, b"", {"Location": f"{hub.faults.cdn or ''}/cdn/{m[1]}/{m[3]}"})
                 m = re.fullmatch(r"/cdn/([^/]+/[^/]+)/(.+)", path)
                 if m:
                     return self.file(m[1], m[2], head)
@@ -83,8 +98,12 @@ class Hub:
                     self.wfile.write(body)
 
             def api(self, repo, rev):
+                if hub.faults.api_stall:
+                    time.sleep(hub.faults.api_stall)
                 if hub.faults.down:
                     return self.send(503, b"down")
+                if hub.faults.api_endless:
+                    return self.endless(hub.faults.api_endless)
                 root = hub.repos.get(repo)
                 if root is None:
                     return self.send(404, b'{"error": "Repository not found"}',
@@ -93,9 +112,26 @@ class Hub:
                     return self.send(404, b'{"error": "Invalid rev id"}',
                                      {"X-Error-Code": "RevisionNotFound", "Content-Type": "application/json"})
                 files = sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
-                doc = {"id": repo, "modelId": repo, "sha": SHA, "private": False,
+                files += hub.faults.extra_siblings
+                doc = {"id": repo, "modelId": repo, "sha": hub.faults.sha or SHA, "private": False,
                        "siblings": [{"rfilename": f} for f in files]}
-                self.send(200, json.dumps(doc).encode(), {"Content-Type": "application/json"})
+                body = json.dumps(doc).encode()
+                if hub.faults.api_gzip:
+                    return self.send(200, gzip.compress(body), {"Content-Type": "application/json",
+                                                                "Content-Encoding": "gzip"})
+                self.send(200, body, {"Content-Type": "application/json"})
+
+            def endless(self, n):
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.close_connection = True
+                try:
+                    self.wfile.write(b'{"pad": "')
+                    for _ in range(n // (1 << 16)):
+                        self.wfile.write(b"x" * (1 << 16))
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
             def file(self, repo, name, head):
                 root = hub.repos.get(repo)
@@ -113,6 +149,13 @@ class Hub:
                 b = min(int(m[2]) if m[2] else size - 1, size - 1)
                 if a >= size:
                     return self.send(416, b"", {"Content-Range": f"bytes */{size}"})
+                if hub.faults.overlong:
+                    b = size - 1
+                if hub.faults.gzip_ranges:
+                    with open(f, "rb") as fh:
+                        fh.seek(a)
+                        body = gzip.compress(fh.read(b - a + 1) + bytes(1 << 24))  # inflates to 16 MB more
+                    return self.send(206, body, {"Content-Range": f"bytes {a}-{b}/{size}", "Content-Encoding": "gzip"})
                 cut = name in hub.faults.truncate
                 return self.stream(f, a, b - a + 1, 206, {"Content-Range": f"bytes {a}-{b}/{size}"}, head,
                                    ranged=True, short=cut)
@@ -128,10 +171,15 @@ class Hub:
                 if not head:
                     todo = length // 2 if short else length
                     try:
+                        self.wfile.flush()
+                        if hub.faults.body_stall:
+                            time.sleep(hub.faults.body_stall)
                         with open(f, "rb") as fh:
                             fh.seek(start)
                             while sent < todo:
-                                chunk = fh.read(min(1 << 16, todo - sent))
+                                if hub.faults.drip:  # one byte at a time; the client's deadline ends it
+                                    time.sleep(hub.faults.drip)
+                                chunk = fh.read(1 if hub.faults.drip else min(1 << 16, todo - sent))
                                 if not chunk:
                                     break
                                 self.wfile.write(chunk)

@@ -405,7 +405,7 @@ HOSTILE = {
     "gguf": (b"GGUF" + struct.pack("<IQQ", 3, 0, 0), "gguf", ["GGUF"], None),
     "gzip": (gzip.compress(blob(GOOD, GOOD_DATA)), "gzip", ["gzip"], None),
     "npy": (_npy(), "npy", ["NumPy"], None),
-    "readme": (b"# Model card\n\nThis checkpoint is ...\n", "text_file", ["text file starting '# Model card"], None),
+    "readme": (b"# Model card\n\nThis checkpoint is ...\n", "text_file", ["is a text file, not safetensors"], None),
 }
 
 

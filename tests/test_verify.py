@@ -51,6 +51,11 @@ def test_missing_shard(ck):
     assert p.name in findings(ck)["missing_shard"]["message"]
 
 
+def test_partial_file(ck):
+    (ck / "model-00001-of-00014.safetensors.partial").write_bytes(b"\0" * 8)
+    assert "model-00001-of-00014.safetensors.partial" in findings(ck)["partial_file"]["message"]
+
+
 @pytest.mark.parametrize("evil", ["../evil.safetensors", "/etc/passwd", "a/../../x.safetensors"])
 def test_unsafe_shard_path(ck, evil):
     edit_index(ck, lambda d: d["weight_map"].__setitem__("layers.0.attn_norm.weight", evil))

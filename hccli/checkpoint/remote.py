@@ -1,36 +1,39 @@
-"""Checkpoints on a model hub, read over HTTP range requests without downloading a shard.
+"""Checkpoints on a model hub: resolving a repository, and the store that reads it.
 
 A repository is named `hf://org/name[@revision][/subfolder]` (or a bare `org/name`
-when no local path of that name exists). huggingface_hub resolves it: the endpoint
-(HF_ENDPOINT), the token, and the revision, pinned to a commit so that every read
-of one run sees the same files. Reads are byte-exact and bounded: the 8-byte
-length, the header, then only the tensors asked for. A server must answer a range
-with `206 Partial Content` and a matching `Content-Range`; one that ignores ranges
-is refused after at most the asked-for bytes, never read to the end of a shard.
-
-Headers, the index and config.json are cached per commit (immutable), so a second
-run is fast and works offline (HF_HUB_OFFLINE=1, or when the hub cannot be reached).
+when no local path of that name exists). The endpoint (HF_ENDPOINT) and the token
+come from huggingface_hub's settings; the revision is pinned to the commit the API
+names, so every read of one run sees the same files. The API answer is read with a
+size cap and its errors are mapped by huggingface_hub's exception types. Reads are
+byte-exact and bounded (http_range.py); headers, the index, config.json and small
+ranges are cached per commit (cache.py), so a second run is fast and works offline
+(HF_HUB_OFFLINE=1, or when the hub cannot be reached).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
-import threading
-from concurrent.futures import ThreadPoolExecutor
+import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from urllib.parse import quote
 
+from hccli.checkpoint.cache import COMMIT, Cache
 from hccli.checkpoint.header import Header, parse_header, read_header
+from hccli.checkpoint.http_range import Http, HttpRangeSource, Transfer, httpx
 from hccli.checkpoint.source import ByteSource, SourceError, one_line
+from hccli.checkpoint.store import Store
 from hccli.errors import HcError
 
-SPEC = re.compile(r"^(?:hf://)?(?P<repo>[A-Za-z0-9][\w.\-]*/[\w.\-]+)(?:@(?P<rev>[^/]+))?(?P<sub>(?:/[^/]+)*)/?$")
-SMALL_FILE_CAP = 64 * 1024 * 1024  # the index and config.json are read whole, up to this
-CHUNK = 1 << 16
+_PART = r"[A-Za-z0-9_][\w.\-]{0,95}"
+SPEC = re.compile(rf"^(?:hf://)?(?P<repo>{_PART}/{_PART})(?:@(?P<rev>[\w.\-]{{1,200}}))?(?P<sub>(?:/[\w.\-]+)*)/?$",
+                  re.ASCII)
+API_CAP = 32 * 1024 * 1024  # a model's API answer with 100k file names is ~10 MB
+ERROR_BODY_CAP = 64 * 1024
+MAX_FILES = 200_000
+WORKERS = 16  # concurrent range requests; each is small, latency is what they hide
 
 
 @dataclass(frozen=True)
@@ -50,228 +53,110 @@ def parse_repo_spec(text: str, *, bare_allowed: bool) -> RepoRef | None:
     """A hub repository named by `text`, or None when it names none.
 
     `hf://...` always names one; a bare `org/name` only when bare_allowed (the
-    caller found no local path of that name)."""
-    if not text.startswith("hf://") and not bare_allowed:
-        return None
-    if not text.startswith("hf://") and (text.startswith((".", "/", "~")) or text.count("/") != 1):
+    caller found no local path of that name). Only names the hub itself allows get
+    through: they end up in URLs and (digested) in cache paths."""
+    hub = text.startswith("hf://")
+    if not hub and (not bare_allowed or text.startswith((".", "/", "~")) or text.count("/") != 1):
         return None
     m = SPEC.match(text)
-    if not m:
-        if text.startswith("hf://"):
-            raise HcError(f"{one_line(text)}: not a hub repository; expected hf://org/name[@revision][/subfolder]")
+    parts = [*(m["repo"].split("/") if m else ()), *((m["sub"] or "").split("/") if m else ()), m["rev"] if m else ""]
+    if not m or any(p in (".", "..") or ".." in p for p in parts if p):
+        if hub:
+            raise HcError(f"{one_line(text)}: not a hub repository; expected hf://org/name[@revision][/subfolder] "
+                          "(letters, digits, '-', '_', '.')")
         return None
     return RepoRef(m["repo"], m["rev"], (m["sub"] or "").strip("/"))
 
 
-@dataclass
-class Transfer:
-    """Bytes and requests actually sent over the network (thread-safe)."""
+class HubStore(Store):
+    """A hub repository at one commit, read over HTTP ranges through the cache."""
 
-    bytes: int = 0
-    requests: int = 0
-    cached_files: int = 0
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    workers = WORKERS
+    bulk_reads_cheap = False  # the 2 MB hc_*_fn projections are not fetched for --verify
 
-    def add(self, n: int) -> None:
-        with self._lock:
-            self.bytes += n
-            self.requests += 1
+    def __init__(self, ref: RepoRef, endpoint: str, sha: str, files: list[str], http: Http | None, cache: Cache,
+                 offline: bool):
+        self.ref, self.endpoint, self.sha, self.offline = ref, endpoint, sha, offline
+        self.label = ref.label
+        self._files = files
+        self._present = set(files)
+        self._http = http
+        self.transfer = http.transfer if http is not None else Transfer()
+        self.cache = cache
+        self.resolved: dict[str, str] = {}  # file -> where its resolve URL redirected
+        self.hub = self
 
-    def add_cached(self) -> None:
-        with self._lock:
-            self.cached_files += 1
+    def files(self) -> list[str]:
+        return list(self._files)
 
+    def exists(self, name: str) -> bool:
+        return name in self._present
 
-def _cache_root() -> Path:
-    base = os.environ.get("HC_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache"), "hccli")
-    return Path(base)
+    def display(self, name: str) -> str:
+        return f"{self.ref.label}/{name}" if not self.ref.subfolder else \
+            f"hf://{self.ref.repo_id}@{self.ref.revision or self.sha[:12]}/{self.ref.subfolder}/{name}"
 
+    def url(self, name: str) -> str:
+        path = f"{self.ref.subfolder}/{name}" if self.ref.subfolder else name
+        return f"{self.endpoint}/{self.ref.repo_id}/resolve/{self.sha}/{quote(path)}"
 
-_CONTENT_RANGE = re.compile(r"^bytes (\d+)-(\d+)/(\d+|\*)$")
-
-
-class HttpRangeSource(ByteSource):
-    """One file on the hub, read by HTTP range requests of exactly the asked-for bytes."""
-
-    def __init__(self, client: Any, url: str, name: str, transfer: Transfer, headers: dict[str, str],
-                 size: int | None = None, on_redirect: Callable[[str], None] | None = None):
-        self._client = client
-        self._url = url
-        self._on_redirect = on_redirect
-        self._name = name
-        self._transfer = transfer
-        self._headers = headers
-        self._size = size
-        self._first: bytes | None = None  # the bytes of the probe that told the size
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    def size(self) -> int:
-        if self._size is None:
-            data, total = self._get(0, 8, probe=True)
-            self._first = data
-            self._size = total
-        return self._size
-
-    def read(self, offset: int, length: int) -> bytes:
-        self._check_range(offset, length, self.size())
-        if length == 0:
-            return b""
-        if self._first is not None and offset == 0 and length <= len(self._first):
-            return self._first[:length]
-        return self._get(offset, length)[0]
-
-    def _get(self, offset: int, length: int, probe: bool = False) -> tuple[bytes, int]:
-        last = offset + length - 1
-        headers = {**self._headers, "Range": f"bytes={offset}-{last}", "Accept-Encoding": "identity"}
-        where = one_line(self._name)
-        try:
-            with self._client.stream("GET", self._url, headers=headers, follow_redirects=True) as r:
-                status = r.status_code
-                final = str(r.url)
-                if final != self._url and status == 206:
-                    # the hub redirects resolve URLs to where the bytes are: go there directly next time
-                    self._url = final
-                    if self._on_redirect:
-                        self._on_redirect(final)
-                if status == 416 and probe:
-                    raise SourceError(f"{where}: the server says the file is shorter than 8 bytes (HTTP 416); "
-                                      "expected a .safetensors file", "short_read")
-                if status != 206:
-                    if status == 200:
-                        msg = (f"{where}: the server ignored the Range header (HTTP 200 for bytes {offset}-{last}); "
-                               "refusing to read a whole shard")
-                    elif status in (401, 403):
-                        msg = f"{where}: access denied (HTTP {status}); set HF_TOKEN or log in for a gated repository"
-                    elif status == 404:
-                        msg = f"{where}: not found on the hub (HTTP 404)"
-                    else:
-                        msg = f"{where}: the hub answered HTTP {status} for bytes {offset}-{last}; expected 206"
-                    raise SourceError(msg, "http_status")
-                m = _CONTENT_RANGE.match(r.headers.get("content-range", ""))
-                if not m or int(m[1]) != offset or (int(m[2]) != last and not probe):
-                    raise SourceError(f"{where}: Content-Range {r.headers.get('content-range')!r} does not match "
-                                      f"the bytes asked for ({offset}-{last})", "bad_range")
-                total = int(m[3]) if m[3] != "*" else None
-                want = int(m[2]) - offset + 1
-                chunks, got = [], 0
-                try:
-                    for chunk in r.iter_bytes(CHUNK):
-                        got += len(chunk)
-                        if got > want:
-                            raise SourceError(f"{where}: the server sent more than the {want} bytes asked for",
-                                              "bad_range")
-                        chunks.append(chunk)
-                except SourceError:
-                    raise
-                except Exception:  # noqa: BLE001 - the connection ended inside the body
-                    self._transfer.add(got)
-                    raise SourceError(f"{where}: truncated response: expected {want} bytes at offset {offset}, "
-                                      f"got {got} before the connection closed", "short_read") from None
-        except SourceError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - transport errors of any HTTP stack
-            raise SourceError(f"{where}: network error reading bytes {offset}-{last} "
-                              f"({one_line(type(exc).__name__ + ': ' + str(exc), 160)})", "network") from None
-        self._transfer.add(got)
-        if got != want:
-            raise SourceError(f"{where}: truncated response: expected {want} bytes at offset {offset}, got {got}",
-                              "short_read")
-        if total is None:
-            raise SourceError(f"{where}: Content-Range gives no total size", "bad_range")
-        return b"".join(chunks), total
-
-
-@dataclass
-class RemoteRepo:
-    ref: RepoRef
-    endpoint: str
-    sha: str
-    files: list[str]  # paths inside the subfolder
-    transfer: Transfer
-    client: Any
-    headers: dict[str, str]
-    cache_dir: Path
-    offline: bool
-    resolved: dict[str, str] = field(default_factory=dict)  # file -> where its resolve URL redirected
-
-    def url(self, filename: str) -> str:
-        from huggingface_hub import hf_hub_url
-
-        path = f"{self.ref.subfolder}/{filename}" if self.ref.subfolder else filename
-        return hf_hub_url(self.ref.repo_id, path, revision=self.sha, endpoint=self.endpoint)
-
-    def display(self, filename: str) -> str:
-        return f"{self.ref.label}/{filename}" if not self.ref.subfolder else \
-            f"hf://{self.ref.repo_id}@{self.ref.revision or self.sha[:12]}/{self.ref.subfolder}/{filename}"
-
-    def source(self, filename: str, size: int | None = None) -> ByteSource:
-        """Range reads of one file; small reads (HC base/scale values) go through the cache."""
-        return _CachedRanges(self, filename, size)
-
-    def http(self, filename: str, size: int | None = None) -> HttpRangeSource:
-        if self.offline:
-            raise HcError(f"{self.display(filename)}: not in the cache and the hub is offline; "
+    def http(self, name: str, size: int | None = None) -> HttpRangeSource:
+        if self._http is None:
+            raise HcError(f"{one_line(self.display(name))}: not in the cache and the hub is offline; "
                           "run once online to read these bytes")
-        return HttpRangeSource(self.client, self.resolved.get(filename) or self.url(filename),
-                               self.display(filename), self.transfer, self.headers, size,
-                               lambda url: self.resolved.__setitem__(filename, url))
+        return HttpRangeSource(self._http, self.resolved.get(name) or self.url(name), self.display(name), size,
+                               lambda url: self.resolved.__setitem__(name, url))
 
-    def _cached(self, kind: str, filename: str) -> Path:
-        return self.cache_dir / kind / (filename.replace("/", "%2F"))
+    def source(self, name: str, size: int | None = None) -> ByteSource:
+        return _CachedRanges(self, name, size)
 
-    def small_file(self, filename: str) -> bytes | None:
-        """A small file read whole (index, config.json), through the cache; None when absent."""
-        path = self._cached("files", filename)
-        if path.is_file():
+    def read_small(self, name: str, cap: int, expected: str) -> bytes | None:
+        asked = {"file": name, "subfolder": self.ref.subfolder}
+        path = self.cache.entry_path(self.sha, "files", asked)
+        data = self.cache.get(path, asked)
+        if data is not None:
             self.transfer.add_cached()
-            return path.read_bytes()
-        if filename not in self.files:
+            return data
+        if name not in self._present:
             return None
-        src = self.http(filename)
+        src = self.http(name)
         size = src.size()
-        if size > SMALL_FILE_CAP:
-            raise HcError(f"{src.name}: {size:,} bytes; expected a small JSON file (at most {SMALL_FILE_CAP:,})")
+        if size > cap:
+            raise SourceError(f"{one_line(src.name)}: {size:,} bytes; expected {expected} of at most {cap:,} bytes",
+                              "too_large")
         data = src.read(0, size)
-        _atomic_write(path, data)
+        self.cache.put(path, asked, data)
         return data
 
-    def header(self, filename: str) -> tuple[Header, int]:
-        """(header, file size) of one shard, through the cache."""
-        path = self._cached("headers", filename)
-        name = self.display(filename)
-        if path.is_file():
-            raw = path.read_bytes()
-            size = int.from_bytes(raw[:8], "little")
+    def header(self, name: str) -> Header:
+        asked = {"file": name, "subfolder": self.ref.subfolder}
+        path = self.cache.entry_path(self.sha, "headers", asked)
+        raw = self.cache.get(path, asked)
+        if raw is not None and len(raw) >= 8:
             self.transfer.add_cached()
-            return parse_header(raw[8:], size, name), size
-        src = _Recording(self.http(filename))
+            return parse_header(raw[8:], int.from_bytes(raw[:8], "little"), self.display(name))
+        src = _Recording(self.http(name))
         h = read_header(src)
-        _atomic_write(path, h.file_size.to_bytes(8, "little") + src.prefix(h.data_start))
-        return h, h.file_size
+        self.cache.put(path, asked, h.file_size.to_bytes(8, "little") + src.prefix(h.data_start))
+        return h
 
 
 class _CachedRanges(ByteSource):
-    """A hub file whose small reads are kept in the cache (by commit, so never stale)."""
+    """A hub file whose small reads (HC base/scale values) are kept in the cache, by commit."""
 
     SMALL = 1 << 20
 
-    def __init__(self, repo: "RemoteRepo", filename: str, size: int | None):
-        self._repo = repo
-        self._file = filename
-        self._size = size
+    def __init__(self, store: HubStore, name: str, size: int | None):
+        self._store, self._file, self._size = store, name, size
         self._http: HttpRangeSource | None = None
 
     @property
     def name(self) -> str:
-        return self._repo.display(self._file)
+        return self._store.display(self._file)
 
     def _inner(self) -> HttpRangeSource:
         if self._http is None:
-            self._http = self._repo.http(self._file, self._size)
+            self._http = self._store.http(self._file, self._size)
         return self._http
 
     def size(self) -> int:
@@ -282,12 +167,14 @@ class _CachedRanges(ByteSource):
     def read(self, offset: int, length: int) -> bytes:
         if length > self.SMALL:
             return self._inner().read(offset, length)
-        path = self._repo._cached("ranges", f"{self._file}@{offset}+{length}")
-        if path.is_file():
-            self._repo.transfer.add_cached()
-            return path.read_bytes()
+        asked = {"file": self._file, "subfolder": self._store.ref.subfolder, "offset": offset, "length": length}
+        path = self._store.cache.entry_path(self._store.sha, "ranges", asked)
+        data = self._store.cache.get(path, asked)
+        if data is not None:
+            self._store.transfer.add_cached()
+            return data
         data = self._inner().read(offset, length)
-        _atomic_write(path, data)
+        self._store.cache.put(path, asked, data)
         return data
 
 
@@ -320,93 +207,111 @@ class _Recording(ByteSource):
         return out[:n]
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
+@dataclass
+class _Listing:
+    sha: str
+    files: list[str] = field(default_factory=list)
+
+
+def _listing(doc: Any, where: str) -> _Listing:
+    """The commit and file names of an API answer (or a cached one), validated."""
+    if not isinstance(doc, dict):
+        raise HcError(f"{where}: the API answer is not a JSON object; expected a model's info")
+    sha = doc.get("sha")
+    if not isinstance(sha, str) or not COMMIT.match(sha):
+        raise HcError(f"{where}: the API names commit {one_line(repr(sha), 60)}; expected 40 hex digits")
+    sibs = doc.get("siblings") or []
+    if not isinstance(sibs, list) or len(sibs) > MAX_FILES:
+        raise HcError(f"{where}: 'siblings' is not a list of at most {MAX_FILES:,} files")
+    files = []
+    for s in sibs:
+        name = s.get("rfilename") if isinstance(s, dict) else s
+        if not isinstance(name, str) or not 0 < len(name) <= 1000:
+            raise HcError(f"{where}: a file name in 'siblings' is not a string of 1-1000 characters")
+        files.append(name)
+    return _Listing(sha, files)
+
+
+def _api(http: Http, ref: RepoRef, revision: str) -> _Listing:
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
+    from huggingface_hub.utils import hf_raise_for_status
+
+    url = f"{http.endpoint}/api/models/{ref.repo_id}/revision/{quote(revision, safe='')}"
+    where = f"{ref.label}: {one_line(http.endpoint, 80)}"
+    deadline = time.monotonic() + http.deadline
+
+    def handle(r: Any, final: str) -> tuple[int, Any, bytes]:
+        host = one_line(final.split("/")[2] if "//" in final else final, 80)
+        ok = r.status_code == 200
+        body = http.body(r, API_CAP if ok else ERROR_BODY_CAP, host=host, what=f"the API answer for {ref.label}",
+                         deadline=deadline, exact=False) if ok or r.status_code < 500 else b""
+        return r.status_code, r, body
+
+    status, r, body = http.exchange(url, {"Accept-Encoding": "identity", "Accept": "application/json"},
+                                    what=f"the API answer for {ref.label}", deadline=deadline, handle=handle)
+    if status != 200:
+        # huggingface_hub classifies the answer (X-Error-Code, status): from the capped body, never a re-read
+        done = httpx.Response(status, headers=r.headers, content=body, request=r.request)
+        try:
+            hf_raise_for_status(done)
+        except RepositoryNotFoundError:
+            raise HcError(f"{ref.label}: no such repository at {one_line(http.endpoint, 80)} "
+                          "(or it is private: set HF_TOKEN)") from None
+        except RevisionNotFoundError:
+            raise HcError(f"{ref.label}: no revision {one_line(revision, 80)!r} in {ref.repo_id}") from None
+        except GatedRepoError:
+            raise HcError(f"{ref.label}: a gated repository; accept its terms on the hub and set HF_TOKEN") from None
+        except HfHubHTTPError:
+            pass
+        raise SourceError(f"{where} answered HTTP {status}; expected the model's info", "http_status")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + f".{os.getpid()}.partial")
-        tmp.write_bytes(data)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a cache that cannot be written only costs speed
+        doc = json.loads(body.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        raise HcError(f"{where}: the API answer is not valid JSON; expected a model's info") from None
+    return _listing(doc, where)
 
 
-def resolve(ref: RepoRef, *, token: str | None = None, endpoint: str | None = None) -> RemoteRepo:
-    """Pin the revision to a commit and list the files, through huggingface_hub; offline from the cache."""
-    from huggingface_hub import HfApi, constants, get_session
+def _offline_env() -> bool:
+    # read at each call (huggingface_hub's constant is fixed when it is first imported)
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def open_hub(ref: RepoRef, *, endpoint: str | None = None) -> HubStore:
+    """Pin the revision to a commit and list the files; offline (or unreachable) from the cache."""
+    from huggingface_hub import constants
     from huggingface_hub.utils import build_hf_headers
 
     endpoint = (endpoint or os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
-    key = hashlib.sha256(f"{endpoint}|{ref.repo_id}".encode()).hexdigest()[:16]
-    root = _cache_root() / key
+    cache = Cache(endpoint, ref.repo_id)
     revision = ref.revision or "main"
-    refs_file = root / "refs" / revision.replace("/", "%2F")
-    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes") or constants.HF_HUB_OFFLINE
-    info = None
-    error = None
+    ref_path = cache.ref_path(revision)
+    asked = {"revision": revision}
+    offline = _offline_env()
+    http, listing, error = None, None, None
     if not offline:
+        headers = build_hf_headers(library_name="hccli")
+        auth = {k: v for k, v in headers.items() if k.lower() == "authorization"}
+        http = Http(endpoint, auth, {k: v for k, v in headers.items() if k.lower() != "authorization"})
         try:
-            info = HfApi(endpoint=endpoint, token=token).model_info(ref.repo_id, revision=revision)
-        except Exception as exc:  # noqa: BLE001 - mapped to one line below
+            listing = _api(http, ref, revision)
+        except SourceError as exc:  # the hub cannot be reached or failed: the cache may still serve
             error = exc
-    if info is not None:
-        sha = info.sha
-        files = [s.rfilename for s in info.siblings or []]
-        _atomic_write(refs_file, json.dumps({"sha": sha, "files": files}).encode())
-    elif refs_file.is_file():
-        doc = json.loads(refs_file.read_text())
-        sha, files = doc["sha"], doc["files"]
-        offline = True
+    if listing is not None:
+        cache.put(ref_path, asked, json.dumps({"sha": listing.sha, "siblings": listing.files}).encode())
     else:
-        raise _resolve_error(ref, endpoint, error, offline)
+        raw = cache.get(ref_path, asked)
+        if raw is None:
+            if offline:
+                raise HcError(f"{ref.label}: HF_HUB_OFFLINE is set and this repository is not in the cache "
+                              f"({cache.root})")
+            raise HcError(f"{ref.label}: cannot reach {one_line(endpoint, 80)} ({error.message if error else ''})")
+        try:
+            listing = _listing(json.loads(raw), f"{ref.label}: the cached listing")
+        except ValueError:
+            raise HcError(f"{ref.label}: the cached listing is damaged; remove {cache.root}") from None
+        offline, http = True, None
+    files = listing.files
     if ref.subfolder:
         prefix = ref.subfolder + "/"
         files = [f[len(prefix):] for f in files if f.startswith(prefix)]
-    client = get_session()
-    headers = build_hf_headers(token=token, library_name="hccli")
-    return RemoteRepo(ref, endpoint, sha, files, Transfer(), client, headers, root / sha / (ref.subfolder or "."),
-                      offline)
-
-
-def _resolve_error(ref: RepoRef, endpoint: str, exc: BaseException | None, offline: bool) -> HcError:
-    if offline:
-        return HcError(f"{ref.label}: HF_HUB_OFFLINE is set and this repository is not in the cache "
-                       f"({_cache_root()})")
-    name = type(exc).__name__ if exc else "error"
-    text = one_line(str(exc), 160) if exc else ""
-    if "RepositoryNotFound" in name:
-        return HcError(f"{ref.label}: no such repository at {endpoint} (or it is private: set HF_TOKEN)")
-    if "RevisionNotFound" in name:
-        return HcError(f"{ref.label}: no revision {ref.revision!r} in {ref.repo_id}")
-    if "GatedRepo" in name:
-        return HcError(f"{ref.label}: a gated repository; accept its terms on the hub and set HF_TOKEN")
-    return HcError(f"{ref.label}: cannot reach {endpoint} ({name}: {text})")
-
-
-WORKERS = 16  # concurrent range requests; each is small, latency is what they hide
-
-
-def fetch_headers(repo: RemoteRepo, names: list[str], *, workers: int = WORKERS,
-                  progress: Callable[[int, int], None] | None = None) -> dict[str, tuple[Header | None, str | None]]:
-    """Every shard's header, concurrently: name -> (header, None) or (None, why)."""
-    out: dict[str, tuple[Header | None, str | None]] = {}
-    done = 0
-    lock = threading.Lock()
-
-    def one(name: str) -> None:
-        nonlocal done
-        try:
-            h, _ = repo.header(name)
-            result = (h, None)
-        except HcError as exc:
-            result = (None, exc.message)
-        with lock:
-            out[name] = result
-            done += 1
-            if progress:
-                progress(done, len(names))
-
-    if progress:
-        progress(0, len(names))
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(names) or 1))) as pool:
-        list(pool.map(one, names))
-    return out
+    return HubStore(ref, endpoint, listing.sha, files, http, cache, offline)

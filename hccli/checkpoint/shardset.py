@@ -1,25 +1,32 @@
-"""A checkpoint as a set of shards: a directory (with or without an index), an
-index file, or one .safetensors file; config.json beside it when present.
+"""A checkpoint as a set of shards in a store (store.py): a directory (with or without
+an index), an index file, one .safetensors file, or a hub repository; config.json
+beside it when present.
 
 Opening reads the index and every shard's header (never tensor data) and keeps
 what went wrong per shard, so that --verify can report it; a checkpoint that
-cannot be read at all raises HcError (exit 2).
+cannot be read at all raises HcError (exit 2). The same steps serve every store.
 """
 
 from __future__ import annotations
 
 import json
+import re
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
-from hccli.checkpoint.header import Header, TensorInfo, gc_paused, read_header
-from hccli.checkpoint.source import ByteSource, LocalFile, one_line
-from hccli.config import ModelConfig, load_config
+from hccli.checkpoint.header import Header, TensorInfo, gc_paused
+from hccli.checkpoint.source import ByteSource, one_line
+from hccli.checkpoint.store import CONFIG_CAP, MAX_SHARDS, Store, open_store, read_index_bytes
+from hccli.config import ModelConfig, load_config, parse_config
 from hccli.errors import HcError
+from hccli.vocab import INDEX_NAME
 
-INDEX_NAME = "model.safetensors.index.json"
+# transformers' and the releases' shard names: model-00003-of-00014.safetensors
+SHARD_OF = re.compile(r"^(?P<prefix>.*?[-_])(?P<k>\d{5,6})-of-(?P<n>\d{5,6})\.safetensors$")
 
 
 @dataclass(frozen=True)
@@ -50,8 +57,10 @@ class Checkpoint:
     config: ModelConfig | None
     config_error: str | None
     unsafe: list[str] = field(default_factory=list)  # index shard names that were not opened
-    missing: list[str] = field(default_factory=list)  # index shard names with no file
-    remote: Any = None  # a RemoteRepo for a hub repository
+    missing: list[str] = field(default_factory=list)  # shard names (from the index, or implied by -of-N) with no file
+    store: Store | None = None
+    label: str = ""
+    partial: list[str] = field(default_factory=list)  # *.partial files: an interrupted download or write
     _tensors: dict | None = field(default=None, repr=False)
 
     def readable(self) -> list[Shard]:
@@ -82,14 +91,14 @@ class Checkpoint:
         return out
 
     @property
-    def label(self) -> str:
-        return self.remote.ref.label if self.remote is not None else str(self.path)
+    def remote(self) -> Any:
+        """The hub repository's particulars (endpoint, commit, transfer) for reports, else None."""
+        return self.store.hub if self.store is not None else None
 
     def source(self, shard: Shard) -> ByteSource:
-        if self.remote is not None:
-            return self.remote.source(shard.file, shard.header.file_size if shard.header else None)
-        assert shard.path is not None
-        return LocalFile(shard.path)
+        assert self.store is not None
+        return self.store.source(shard.file, shard.header.file_size if shard.header else None)
+
 
 
 def _safe_name(name: str) -> bool:
@@ -97,21 +106,25 @@ def _safe_name(name: str) -> bool:
     return bool(name) and not p.is_absolute() and ".." not in p.parts and not (len(name) > 1 and name[1] == ":")
 
 
-def _read_index(path: Path) -> Index:
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise HcError(f"{one_line(str(path))}: no such file; expected a model.safetensors.index.json") from None
-    except OSError as exc:
-        raise HcError(f"{one_line(str(path))}: cannot read ({exc.strerror or exc})") from None
-    return parse_index(raw, path)
+MAX_INT_DIGITS = 30  # total_size is a u64 (20 digits); anything longer is not a size
+
+
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > MAX_INT_DIGITS:
+        raise ValueError(f"an integer of {len(text.lstrip('-')):,} digits; expected at most {MAX_INT_DIGITS}")
+    return int(text)
 
 
 def parse_index(raw: bytes, path: Path | str) -> Index:
     where = one_line(str(path))
     try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        doc = json.loads(raw.decode("utf-8"), parse_int=_int)
+    except UnicodeDecodeError as exc:
+        raise HcError(f"{where}: not UTF-8 text (byte {exc.start}); expected a safetensors index") from None
+    except RecursionError:
+        raise HcError(f"{where}: JSON nested too deeply; expected a safetensors index (an object of "
+                      "weight_map and metadata)") from None
+    except ValueError as exc:  # JSONDecodeError, or an over-long integer
         raise HcError(f"{where}: not valid JSON ({one_line(str(exc), 80)}); expected a safetensors index") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("weight_map"), dict):
         raise HcError(f"{where}: key 'weight_map': expected an object of tensor name -> shard file")
@@ -124,9 +137,26 @@ def parse_index(raw: bytes, path: Path | str) -> Index:
     if not isinstance(meta, dict):
         raise HcError(f"{where}: key 'metadata': expected an object")
     total = meta.get("total_size")
-    if total is not None and (not isinstance(total, int) or isinstance(total, bool) or total < 0):
-        raise HcError(f"{where}: key 'metadata.total_size': expected a non-negative integer, got {total!r}")
+    if total is not None and (not isinstance(total, int) or isinstance(total, bool) or not 0 <= total < 2**64):
+        raise HcError(f"{where}: key 'metadata.total_size': expected a non-negative integer below 2**64, got "
+                      f"{one_line(repr(total), 40)}")
     return Index(path, wm, total, meta)
+
+
+def _implied_missing(names: list[str], where: str) -> list[str]:
+    """Shard files that `-of-N` names imply and that are not among `names`."""
+    groups: dict[tuple[str, str, int], set[int]] = {}
+    for name in names:
+        m = SHARD_OF.match(name)
+        if m:
+            groups.setdefault((m["prefix"], m["n"], len(m["k"])), set()).add(int(m["k"]))
+    out = []
+    for (prefix, n_text, width), have in sorted(groups.items()):
+        n = int(n_text)
+        if n > MAX_SHARDS:
+            raise HcError(f"{where}: shard names say -of-{n_text}; hc reads at most {MAX_SHARDS:,} shards")
+        out += [f"{prefix}{k:0{width}d}-of-{n_text}.safetensors" for k in range(1, n + 1) if k not in have]
+    return out
 
 
 def _plan(index: Index | None, present: Callable[[str], bool], others: list[str], where: str
@@ -135,17 +165,22 @@ def _plan(index: Index | None, present: Callable[[str], bool], others: list[str]
     if index is None:
         if not others:
             raise HcError(f"{where}: no {INDEX_NAME} and no .safetensors files here")
-        return [(f, False) for f in others], [], []
+        if len(others) > MAX_SHARDS:
+            raise HcError(f"{where}: {len(others):,} .safetensors files; hc reads at most {MAX_SHARDS:,} shards")
+        return [(f, False) for f in others], [], _implied_missing(others, where)
     unsafe, missing, seen = [], [], []
-    for shard in dict.fromkeys(index.weight_map.values()):
+    named = list(dict.fromkeys(index.weight_map.values()))
+    if len(named) > MAX_SHARDS or len(others) > MAX_SHARDS:
+        raise HcError(f"{where}: {max(len(named), len(others)):,} shard files; hc reads at most {MAX_SHARDS:,}")
+    for shard in named:
         if not _safe_name(shard):
             unsafe.append(shard)
         elif not present(shard):
             missing.append(shard)
         else:
             seen.append(shard)
-    named = {str(PurePosixPath(s)) for s in seen}
-    names = [(s, True) for s in sorted(seen)] + [(f, False) for f in others if f not in named]
+    norm = {str(PurePosixPath(s)) for s in seen}
+    names = [(s, True) for s in sorted(seen)] + [(f, False) for f in others if f not in norm]
     return names, unsafe, missing
 
 
@@ -155,16 +190,37 @@ def _finish(where: str, shards: list[Shard], unsafe: list[str], missing: list[st
                       "of them is here" + (f" (first: {one_line(missing[0], 80)})" if missing else ""))
     if not any(s.header is not None for s in shards):
         first = shards[0]
-        raise HcError(first.error or f"{first.file}: unreadable")
+        raise HcError(first.error or f"{one_line(first.file)}: unreadable")
 
 
-def _open_shard(root: Path, name: str, indexed: bool) -> Shard:
-    path = root / name
-    try:
-        with LocalFile(path) as src:
-            return Shard(name, path, read_header(src), None, None, indexed)
-    except HcError as exc:
-        return Shard(name, path, None, exc.message, getattr(exc, "code", "unreadable"), indexed)
+def _read_headers(store: Store, names: list[tuple[str, bool]],
+                  progress: Callable[[int, int], None] | None) -> list[Shard]:
+    def one(item: tuple[str, bool]) -> Shard:
+        name, indexed = item
+        try:
+            return Shard(name, Path(store.display(name)), store.header(name), None, None, indexed)
+        except HcError as exc:
+            return Shard(name, Path(store.display(name)), None, exc.message, getattr(exc, "code", "unreadable"),
+                         indexed)
+
+    done, lock = 0, threading.Lock()
+
+    def counted(item: tuple[str, bool]) -> Shard:
+        nonlocal done
+        shard = one(item)
+        with lock:
+            done += 1
+            if progress:
+                progress(done, len(names))
+        return shard
+
+    if progress:
+        progress(0, len(names))
+    with gc_paused():  # the headers' ~100k entries: see gc_paused
+        if store.workers <= 1 or len(names) <= 1:
+            return [counted(item) for item in names]
+        with ThreadPoolExecutor(min(store.workers, len(names))) as pool:
+            return list(pool.map(counted, names))
 
 
 def open_checkpoint(
@@ -174,86 +230,41 @@ def open_checkpoint(
     progress: Callable[[int, int], None] | None = None,
 ) -> Checkpoint:
     """A local checkpoint, or a hub repository (hf://org/name..., or a bare org/name
-    where no local path of that name exists)."""
+    where no local path of that name exists): the same steps for every store."""
     text = str(path)
-    p = Path(path)
-    if text.startswith("hf://") or not p.exists():
-        from hccli.checkpoint.remote import parse_repo_spec
-
-        ref = parse_repo_spec(text, bare_allowed=not p.exists())
-        if ref is not None:
-            return _open_remote(ref, config=config, progress=progress)
-        raise HcError(f"{one_line(text)}: no such file or directory; expected a checkpoint directory, "
-                      "an index .json, a .safetensors file, or a hub repository hf://org/name")
-    index = None
-    if p.is_dir():
-        root, kind = p, "directory"
-        if (p / INDEX_NAME).is_file():
-            index = _read_index(p / INDEX_NAME)
-    elif p.suffix == ".json":
-        root, kind = p.parent, "index"
-        index = _read_index(p)
-    else:
-        root, kind = p.parent, "file"
-
+    store, kind, entry, label = open_store(text)
+    index, unsafe, missing, partial = None, [], [], []
     if kind == "file":
-        names, unsafe, missing = [(p.name, False)], [], []
+        names: list[tuple[str, bool]] = [(entry, False)]  # type: ignore[list-item]
+        cfg_raw = None
     else:
-        on_disk = sorted(f.name for f in root.glob("*.safetensors") if f.is_file())
-        names, unsafe, missing = _plan(index, lambda s: (root / s).is_file(), on_disk, one_line(str(p)))
-
-    shards = []
-    with gc_paused():  # the headers' ~100k entries: see gc_paused
-        for k, (name, indexed) in enumerate(names):
-            if progress:
-                progress(k, len(names))
-            shards.append(_open_shard(root, name, indexed))
-    if progress:
-        progress(len(names), len(names))
-    _finish(one_line(str(p)), shards, unsafe, missing)
+        # the index and config.json are two round trips on a hub: let them overlap
+        with ThreadPoolExecutor(2 if store.workers > 1 else 1) as pool:
+            idx_future = pool.submit(read_index_bytes, store, entry, kind == "index")
+            cfg_future = pool.submit(store.read_small, "config.json", CONFIG_CAP, "a model config.json") \
+                if config is None else None
+        raw = idx_future.result()
+        if raw is not None:
+            index = parse_index(raw, store.display(entry))  # type: ignore[arg-type]
+        listing = store.files()
+        others = sorted(f for f in listing if f.endswith(".safetensors") and "/" not in f)
+        partial = sorted(f for f in listing if f.endswith(".partial"))
+        names, unsafe, missing = _plan(index, store.exists, others, one_line(label))
+    shards = _read_headers(store, names, progress)
+    _finish(one_line(label), shards, unsafe, missing)
 
     cfg, cfg_error = None, None
-    cfg_path = Path(config) if config is not None else root / "config.json"
-    if config is not None or cfg_path.is_file():
-        try:
-            cfg = load_config(cfg_path)
-        except HcError as exc:
-            if config is not None:
-                raise
-            cfg_error = exc.message
-    return Checkpoint(p, root, kind, index, shards, cfg, cfg_error, unsafe, missing)
-
-
-def _open_remote(ref, *, config, progress) -> Checkpoint:
-    from hccli.checkpoint.remote import fetch_headers, resolve
-    from hccli.config import parse_config
-
-    from concurrent.futures import ThreadPoolExecutor
-
-    repo = resolve(ref)
-    present = set(repo.files)
-    index = None
-    with ThreadPoolExecutor(2) as pool:  # two round trips at once
-        wanted = (INDEX_NAME, "config.json") if config is None else (INDEX_NAME,)
-        futures = {name: pool.submit(repo.small_file, name) for name in wanted}
-    raw = futures[INDEX_NAME].result()
-    if raw is not None:
-        index = parse_index(raw, repo.display(INDEX_NAME))
-    others = sorted(f for f in repo.files if f.endswith(".safetensors") and "/" not in f)
-    names, unsafe, missing = _plan(index, lambda s: s in present, others, ref.label)
-    headers = fetch_headers(repo, [n for n, _ in names], progress=progress)
-    shards = [Shard(n, None, headers[n][0], headers[n][1], None if headers[n][0] else "remote", indexed)
-              for n, indexed in names]
-    _finish(ref.label, shards, unsafe, missing)
-    cfg, cfg_error = None, None
-    if config is not None:
-        cfg = load_config(config)
-    else:
-        try:
-            raw_cfg = futures["config.json"].result()
-            if raw_cfg is not None:
-                cfg = parse_config(raw_cfg, repo.display("config.json"))
-        except HcError as exc:
-            cfg_error = exc.message
-    return Checkpoint(Path(ref.label), Path(ref.label), "hub", index, shards, cfg, cfg_error, unsafe, missing,
-                      remote=repo)
+    try:
+        if config is not None:
+            cfg = load_config(config)
+        elif kind != "file" and (raw_cfg := cfg_future.result()) is not None:
+            cfg = parse_config(raw_cfg, store.display("config.json"))
+        elif kind == "file" and store.exists("config.json"):
+            raw_cfg = store.read_small("config.json", CONFIG_CAP, "a model config.json")
+            cfg = parse_config(raw_cfg or b"", store.display("config.json"))
+    except HcError as exc:
+        if config is not None:
+            raise
+        cfg_error = exc.message
+    root = Path(store.label)
+    return Checkpoint(Path(label), root, kind, index, shards, cfg, cfg_error, unsafe, missing, store, label, partial)

@@ -1,10 +1,8 @@
 """Naming what a file is when it is not safetensors: the files people download or copy by
 mistake in place of a shard (Git LFS pointers, HTML error pages, torch zips, pickles, GGUF ...),
-told apart by their first bytes."""
+told apart by their first bytes. A message names the kind only, never the bytes themselves."""
 
 from __future__ import annotations
-
-from hccli.checkpoint.source import one_line
 
 # Bytes looked at to say what a non-safetensors file is.
 SNIFF_LEN = 512
@@ -40,8 +38,8 @@ def sniff(head: bytes) -> tuple[str, str] | None:
     if head.startswith(b"\x93NUMPY"):
         return "npy", "is a NumPy .npy array file"
     if head and _looks_like_text(head):
-        start = head[:40].decode("utf-8", "replace")
-        return "text_file", f"is a text file starting '{one_line(start, 60)}'"
+        # Never quoted: a shard path may be a symlink to anything (a private key was once shown).
+        return "text_file", "is a text file, not safetensors"
     return None
 
 

@@ -25,7 +25,8 @@ def one_line(text: str, limit: int = 200) -> str:
 class SourceError(HcError):
     """A source could not be opened, or could not give the bytes asked for.
 
-    code: "not_found", "not_a_file", "unreadable", "bad_range", "short_read".
+    code: "not_found", "not_a_file", "unreadable", "bad_range", "short_read", "too_large",
+    and for remote sources "http_status", "network", "timeout".
     """
 
     def __init__(self, message: str, code: str):
@@ -80,7 +81,9 @@ class LocalFile(ByteSource):
         self._path = Path(path)
         self._name = str(path)
         try:
-            self._fd: int | None = os.open(self._path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+            # O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever;
+            # the fstat below then refuses it (and any other non-regular file) by name.
+            self._fd: int | None = os.open(self._path, _OPEN_FLAGS)
         except FileNotFoundError:
             raise SourceError(f"{one_line(self._name)}: no such file", "not_found") from None
         except IsADirectoryError:
@@ -100,7 +103,7 @@ class LocalFile(ByteSource):
         if not stat.S_ISREG(st.st_mode):
             self.close()
             raise SourceError(
-                f"{one_line(self._name)}: is not a regular file, expected a .safetensors file",
+                f"{one_line(self._name)}: is {file_kind(st.st_mode)}, not a regular file; expected a .safetensors file",
                 "not_a_file",
             )
         # The size is fixed when the source is opened: a file that changes under us
@@ -156,6 +159,57 @@ class LocalFile(ByteSource):
 
     def __repr__(self) -> str:
         return f"LocalFile({self._name!r})"
+
+
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def file_kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    for test, words in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                        (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                        (stat.S_ISDIR, "a directory")):
+        if test(mode):
+            return words
+    return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
+
+
+def read_small_file(path: str | os.PathLike[str], cap: int, expected: str) -> bytes | None:
+    """A small file read whole (an index, a config), or None when there is none.
+
+    Refuses a non-regular file by name without blocking on it, and a file over `cap`
+    bytes before reading any of it (a padded or endless file must not cost memory)."""
+    name = one_line(str(path))
+    try:
+        fd = os.open(path, _OPEN_FLAGS)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise SourceError(f"{name}: cannot open ({one_line(exc.strerror or str(exc))}); expected {expected}",
+                          "unreadable") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise SourceError(f"{name}: is {file_kind(st.st_mode)}, not a regular file; expected {expected}",
+                              "not_a_file")
+        if st.st_size > cap:
+            raise SourceError(f"{name}: {st.st_size:,} bytes; expected {expected} of at most {cap:,} bytes",
+                              "too_large")
+        chunks, got = [], 0
+        while True:  # to the end, but never past the cap (a file growing while read)
+            chunk = os.read(fd, min(1 << 20, cap + 1 - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+            if got > cap:
+                raise SourceError(f"{name}: grew past {cap:,} bytes while being read; expected {expected}",
+                                  "too_large")
+        return b"".join(chunks)
+    except OSError as exc:
+        raise SourceError(f"{name}: cannot read ({one_line(exc.strerror or str(exc))})", "unreadable") from None
+    finally:
+        os.close(fd)
 
 
 def _pread(fd: int, length: int, offset: int) -> bytes:

@@ -16,7 +16,8 @@ from hccli.checkpoint.source import one_line
 # code -> (severity, what it means); the README lists them
 CODES = {
     "unreadable_shard": ("error", "a shard's header could not be read"),
-    "missing_shard": ("error", "the index names a shard file that is not there"),
+    "missing_shard": ("error", "the index (or the other shards' -of-N names) names a shard file that is not there"),
+    "partial_file": ("error", "a .partial file beside the shards: an interrupted download or write"),
     "unsafe_shard_path": ("error", "the index names a shard outside the checkpoint (absolute path or ..)"),
     "index_missing_tensor": ("error", "the index lists a tensor that its shard does not hold"),
     "unindexed_tensor": ("error", "a shard holds a tensor the index does not list"),
@@ -68,7 +69,11 @@ def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
     for name in ckpt.unsafe:
         out.append(_f("unsafe_shard_path", f"index names shard '{name}', outside the checkpoint directory; not opened"))
     for name in ckpt.missing:
-        out.append(_f("missing_shard", f"index names shard '{name}', which is not in {ckpt.label}"))
+        named = "index names" if ckpt.index is not None else "the other shards' -of-N names imply"
+        out.append(_f("missing_shard", f"{named} shard '{name}', which is not in {ckpt.label}"))
+    for name in ckpt.partial:
+        out.append(_f("partial_file", f"'{name}' is a .partial file (an interrupted download or write?); "
+                      "the checkpoint may be incomplete"))
     occ = ckpt.occurrences()
     dups = sorted(n for n, shards in occ.items() if len(shards) > 1)
     _capped(out, "duplicate_tensor", dups,
@@ -130,8 +135,9 @@ def _verify_hc(ckpt: Checkpoint, check_values: bool) -> list[Finding]:
         if problem:
             out.append(_f("hc_shape", f"{s.name} {s.site}: {problem}"))
         if check_values:
-            # remotely the fn projections (2 MB a site, 169 MB for V4.1-Flash) are not fetched
-            parts = ("base", "scale") if ckpt.remote is not None else ("base", "scale", "fn")
+            # where reads cost a transfer the fn projections (2 MB a site, 169 MB for V4.1-Flash) are not fetched
+            cheap = ckpt.store is None or ckpt.store.bulk_reads_cheap
+            parts = ("base", "scale", "fn") if cheap else ("base", "scale")
             for part in parts:
                 if part in s.parts and s.parts[part][1].dtype == "F32":
                     v = read_part(ckpt, s, part)

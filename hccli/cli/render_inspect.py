@@ -30,9 +30,10 @@ def _summary(r: InspectReport) -> Iterator[Any]:
     yield Text.from_markup(f"[bold]{safe(c.label)}[/] ({c.kind}, {cfg})")
     if c.remote is not None:
         rm, tr = c.remote, c.remote.transfer
-        yield Text(f"{rm.endpoint}, revision {rm.ref.revision or 'main'} = commit {rm.sha}"
-                   f"{' (offline, from the cache)' if rm.offline else ''}: {tr.bytes:,} bytes transferred in "
-                   f"{tr.requests} range requests, {tr.cached_files} files from the cache")
+        yield Text.from_markup(safe(f"{rm.endpoint}, revision {rm.ref.revision or 'main'} = commit {rm.sha}"
+                                    f"{' (offline, from the cache)' if rm.offline else ''}: {tr.bytes:,} bytes "
+                                    f"transferred in {tr.requests} range requests, {tr.cached_files} files from "
+                                    "the cache"))
     yield Text(f"{len(c.shards)} shards, {_n(len(r.tensors))} tensors, {_n(r.stored_bytes)} stored bytes "
                f"({r.stored_bytes / 1e9:,.2f} GB), {_n(r.logical_params)} logical parameters "
                f"({r.logical_params / 1e9:,.2f} G; fp4 bytes count 2, F8_E8M0 scales 0)")

@@ -1,0 +1,131 @@
+"""Where a checkpoint's files live: one protocol for a local directory and a hub repository.
+
+Everything above this module (the shard set, verification, HC values, inspect) asks a
+store the same few things: which files there are, the bytes of a range of one, a small
+file whole (with a cap), a name to show, and how many reads may run at once. A single
+file or a GGUF fits the same protocol (a store of one file); no caller asks "is it remote?".
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from hccli.checkpoint.header import Header, read_header
+from hccli.checkpoint.source import ByteSource, LocalFile, SourceError, one_line, read_small_file
+from hccli.errors import HcError
+from hccli.vocab import INDEX_NAME
+
+# Files read whole: the index of the largest public checkpoints is ~10 MB, a config ~10 KB.
+INDEX_CAP = 64 * 1024 * 1024
+CONFIG_CAP = 4 * 1024 * 1024
+# A listing or an index naming more shard files than this is refused (the largest public
+# checkpoints have a few hundred; huggingface.js's shard names allow five digits of them).
+MAX_SHARDS = 4096
+
+
+class Store(ABC):
+    """The files of one checkpoint, wherever they are."""
+
+    label: str  # what messages call the whole store
+    workers: int = 1  # how many reads may usefully run at once (latency-bound stores: many)
+    bulk_reads_cheap: bool = True  # False where reading MBs of tensor data costs a transfer
+    hub: Any = None  # what the report shows of a hub repository (endpoint, commit, transfer)
+
+    @abstractmethod
+    def files(self) -> list[str]:
+        """Every file name, relative to the store's root ("a/b" for subfolders)."""
+
+    @abstractmethod
+    def exists(self, name: str) -> bool:
+        """Whether a file of that name is there (of any kind: opening it says what is wrong)."""
+
+    @abstractmethod
+    def source(self, name: str, size: int | None = None) -> ByteSource:
+        """Exact byte ranges of one file (size, when known, saves a probe)."""
+
+    @abstractmethod
+    def read_small(self, name: str, cap: int, expected: str) -> bytes | None:
+        """One file read whole, at most `cap` bytes; None when there is no such file."""
+
+    @abstractmethod
+    def display(self, name: str) -> str:
+        """What messages call one file."""
+
+    def header(self, name: str) -> Header:
+        """One safetensors file's header (never its data)."""
+        with self.source(name) as src:
+            return read_header(src)
+
+
+class LocalStore(Store):
+    """A directory on disk (a single file is a directory store asked for one name)."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.label = str(root)
+
+    def files(self) -> list[str]:
+        try:
+            # every entry, FIFOs and devices included: a shard that cannot be read is named, never skipped
+            return sorted(e.name for e in os.scandir(self.root))
+        except OSError as exc:
+            raise HcError(f"{one_line(str(self.root))}: cannot list ({one_line(exc.strerror or str(exc))})") from None
+
+    def exists(self, name: str) -> bool:
+        return os.path.lexists(self.root / name)
+
+    def source(self, name: str, size: int | None = None) -> ByteSource:
+        return LocalFile(self.root / name)
+
+    def read_small(self, name: str, cap: int, expected: str) -> bytes | None:
+        return read_small_file(self.root / name, cap, expected)
+
+    def display(self, name: str) -> str:
+        return str(self.root / name)
+
+
+class Opened(NamedTuple):
+    store: Store
+    kind: str  # "directory" | "index" | "file" | "hub"
+    entry: str  # the index name to look for, the index file, or the one file
+    label: str  # what messages call the checkpoint: the path as typed, or the hub repository
+
+
+def open_store(text: str) -> Opened:
+    """The store for what the user named, and where in it to start.
+
+    A local path wins; a name that exists nowhere locally is tried on the hub only when it
+    reads as org/name, and then the error says both."""
+    if text.startswith("hf://"):
+        from hccli.checkpoint.remote import open_hub, parse_repo_spec
+
+        hub = open_hub(parse_repo_spec(text, bare_allowed=True))  # type: ignore[arg-type]
+        return Opened(hub, "hub", INDEX_NAME, hub.label)
+    p = Path(text)
+    if os.path.lexists(p):
+        if p.is_dir():
+            return Opened(LocalStore(p), "directory", INDEX_NAME, text)
+        return Opened(LocalStore(p.parent), "index" if p.suffix == ".json" else "file", p.name, text)
+    from hccli.checkpoint.remote import open_hub, parse_repo_spec
+
+    nowhere = f"{one_line(text)}: no local file or directory of that name exists"
+    ref = parse_repo_spec(text, bare_allowed=True)
+    if ref is None:
+        raise HcError(f"{nowhere}; expected a checkpoint directory, an index .json, a .safetensors file, "
+                      "or a hub repository hf://org/name")
+    try:
+        hub = open_hub(ref)
+        return Opened(hub, "hub", INDEX_NAME, hub.label)
+    except HcError as exc:
+        raise HcError(f"{nowhere}, and as a hub repository: {exc.message}", exc.exit_code) from None
+
+
+def read_index_bytes(store: Store, name: str, required: bool) -> bytes | None:
+    raw = store.read_small(name, INDEX_CAP, "a model.safetensors.index.json")
+    if raw is None and required:
+        raise SourceError(f"{one_line(store.display(name))}: no such file; expected a model.safetensors.index.json",
+                          "not_found")
+    return raw
