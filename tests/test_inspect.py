@@ -228,3 +228,18 @@ def test_hc_4096_sparse_shard_inspects_in_little_memory(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["hc"] == []  # a shape finding for --verify; nothing computed
     assert len(proc.stdout) < 100_000 and peak < 300 and seconds < 30, (len(proc.stdout), peak, seconds)
+
+
+def test_base_scale_reader_refuses_a_header_past_the_hc_bound(tmp_path):
+    from hccli.checkpoint.hc import find_hc, read_base_scale
+    from hccli.checkpoint.shardset import open_checkpoint
+    from hccli.errors import HcError
+
+    n = (2 + 4096) * 4096
+    f = write_sparse_shard(tmp_path / "m.safetensors", [("layers.0.hc_attn_base", "F32", (n,)),
+                                                        ("layers.0.hc_attn_scale", "F32", (3,))])
+    ckpt = open_checkpoint(f)
+    (site,) = find_hc(ckpt)
+    with pytest.raises(HcError) as exc:
+        read_base_scale(ckpt, site)
+    assert "'layers.0.hc_attn_base'" in str(exc.value) and "hc_mult at most 64" in str(exc.value)

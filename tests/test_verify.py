@@ -215,7 +215,8 @@ def test_fn_past_the_read_budget_is_not_read(tmp_path):
     assert proc.returncode == 0, proc.stderr  # a warning
     got = {x["code"]: x for x in json.loads(proc.stdout)["findings"]}
     _seen.update(got)
-    assert "layers.0.hc_attn_fn" in got["hc_unchecked"]["message"] and f"{FN_READ_BUDGET:,}" in got["hc_unchecked"]["message"]
+    message = got["hc_unchecked"]["message"]
+    assert "layers.0.hc_attn_fn" in message and f"{FN_READ_BUDGET:,}" in message
     assert seconds < 30 and peak < 300
 
 

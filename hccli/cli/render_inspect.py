@@ -139,7 +139,8 @@ def _findings(r: InspectReport) -> Iterator[Any]:
             t.add_row(f"[{color}]{f.severity}[/]", f.code, safe(f.message))
     for code, n in shown.items():
         if n > FINDINGS_SHOWN_PER_CODE:
-            t.add_row("", code, f"... and {n - FINDINGS_SHOWN_PER_CODE:,} more {code} findings (--json lists all {n:,})")
+            more = n - FINDINGS_SHOWN_PER_CODE
+            t.add_row("", code, f"... and {more:,} more {code} findings (--json lists all {n:,})")
     yield Text("")
     yield t
 
