@@ -101,3 +101,14 @@ def test_usage_and_input_errors_exit_2(tiny_ckpt, tmp_path):
 def test_measured_child_reports_exit_code(tiny_ckpt):
     proc, _, peak = run_hc_process("inspect", tiny_ckpt, "--layer", "99")
     assert proc.returncode == EXIT_INPUT and peak > 0 and "out of range" in proc.stderr
+
+
+def test_readme_lists_exactly_the_exit_codes():
+    import re
+
+    from hccli import errors
+
+    text = (ROOT / "README.md").read_text()
+    section = text.split("### Exit codes and errors", 1)[1].split("\n## ", 1)[0]
+    listed = {int(m) for m in re.findall(r"^\| (\d+) \|", section, re.M)}
+    assert listed == {v for k, v in vars(errors).items() if k.startswith("EXIT_")}
