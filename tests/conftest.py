@@ -50,11 +50,17 @@ def write_sparse_shard(path: Path, entries, pokes=()) -> Path:
     return path
 
 
-# The child reports its own peak RSS at exit, so that an earlier, larger child cannot mask it.
-_MEASURED = ("import atexit, resource, sys; "
-             "atexit.register(lambda: sys.stderr.write('\\nHC_PEAK_KIB %d\\n' % "
-             "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)); "
-             "sys.argv[0] = 'hc'; from hccli.cli.app import main; main()")
+# The child reports its own peak RSS at exit: VmHWM belongs to the memory map that exec made,
+# while ru_maxrss carries over what the parent (pytest, torch loaded, say) held when it forked.
+_MEASURED = ("import atexit, sys\n"
+             "def peak():\n"
+             "    with open('/proc/self/status') as f:\n"
+             "        kib = next(int(line.split()[1]) for line in f if line.startswith('VmHWM:'))\n"
+             "    sys.stderr.write('\\nHC_PEAK_KIB %d\\n' % kib)\n"
+             "atexit.register(peak)\n"
+             "sys.argv[0] = 'hc'\n"
+             "from hccli.cli.app import main\n"
+             "main()\n")
 
 
 def run_hc_process(*args, env: dict | None = None, timeout: float = 120):

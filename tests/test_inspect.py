@@ -227,7 +227,9 @@ def test_hc_4096_sparse_shard_inspects_in_little_memory(tmp_path):
     proc, seconds, peak = run_hc_process("inspect", f, "--json")
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["hc"] == []  # a shape finding for --verify; nothing computed
-    assert len(proc.stdout) < 100_000 and peak < 300 and seconds < 30, (len(proc.stdout), peak, seconds)
+    assert len(proc.stdout) < 100_000, len(proc.stdout)
+    assert peak < 300, f"peak RSS {peak:.0f} MiB"  # once 6.7 GB
+    assert seconds < 60, f"{seconds:.1f} s"
 
 
 def test_base_scale_reader_refuses_a_header_past_the_hc_bound(tmp_path):
