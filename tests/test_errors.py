@@ -112,3 +112,11 @@ def test_readme_lists_exactly_the_exit_codes():
     section = text.split("### Exit codes and errors", 1)[1].split("\n## ", 1)[0]
     listed = {int(m) for m in re.findall(r"^\| (\d+) \|", section, re.M)}
     assert listed == {v for k, v in vars(errors).items() if k.startswith("EXIT_")}
+
+
+def test_an_abort_is_not_findings(monkeypatch, tiny_ckpt):
+    import typer
+
+    _raising(monkeypatch, typer.Abort())
+    r = run_hc("inspect", tiny_ckpt)
+    assert r.exit_code == EXIT_INTERRUPTED and _one_line(r) == "hc: interrupted"

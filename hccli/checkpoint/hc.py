@@ -31,6 +31,11 @@ from hccli.vocab import (
 )
 
 
+# The most bytes a site's base (or scale) can have: (2 + hc) * hc F32 values at the bound.
+# Checked before a byte is read: a header may claim gigabytes.
+MAX_MIX_BYTES = 4 * mix_width(MAX_HC_MULT)
+
+
 @dataclass(frozen=True)
 class HcSiteTensors:
     owner: str  # "layers.3", "mtp.0" or "" (root head mix)
@@ -113,11 +118,10 @@ def read_base_scale(ckpt: Checkpoint, site: HcSiteTensors) -> tuple[np.ndarray, 
     """A site's base and scale values; one read when they lie side by side in one shard,
     as releases write them (a round trip saved per site over HTTP)."""
     (bs, b), (ss, s) = site.parts["base"], site.parts["scale"]
-    most = mix_width(MAX_HC_MULT)
     for shard, info in ((bs, b), (ss, s)):
-        if info.nbytes > 4 * most:  # checked before a byte is read: a header may claim gigabytes
+        if info.nbytes > MAX_MIX_BYTES:
             raise HcError(f"{shard.file}: tensor '{info.name}' has {info.nbytes:,} bytes; a site's base and scale "
-                          f"hold at most (2+hc)*hc = {most:,} F32 values (hc_mult at most {MAX_HC_MULT})")
+                          f"hold at most (2+hc)*hc = {MAX_MIX_BYTES // 4:,} F32 values (hc_mult at most {MAX_HC_MULT})")
     if bs is ss and b.dtype == s.dtype == "F32" and b.end == s.begin:
         with ckpt.source(bs) as src:
             raw = src.read(b.abs_begin, b.nbytes + s.nbytes)

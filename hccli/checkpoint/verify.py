@@ -11,16 +11,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from hccli.checkpoint.hc import count_nonfinite, find_hc
+from hccli.checkpoint.hc import MAX_MIX_BYTES, count_nonfinite, find_hc
 from hccli.checkpoint.shardset import Checkpoint
 from hccli.checkpoint.source import one_line
-from hccli.vocab import HC_PARTS, MAX_HC_MULT, hc_from_mix_width, mix_width
+from hccli.vocab import HC_PARTS, MAX_HC_MULT, hc_from_mix_width
 
 # fn bytes one verify reads at most: V4-Pro's projections are ~340 MB in all; past this a
 # header would make verify read for minutes (a sparse file costs no disk for its claim).
 FN_READ_BUDGET = 2 << 30
-# base and scale of a site past hc_mult MAX_HC_MULT: a shape finding, never read
-_MOST_MIX_BYTES = 4 * mix_width(MAX_HC_MULT)
 
 # code -> (severity, what it means); the README lists them
 CODES = {
@@ -136,8 +134,8 @@ def _verify_hc(ckpt: Checkpoint, check_values: bool) -> list[Finding]:
                 if part not in s.parts or s.parts[part][1].dtype != "F32":
                     continue
                 nbytes = s.parts[part][1].nbytes
-                if part != "fn" and nbytes > _MOST_MIX_BYTES:
-                    continue  # its shape is a finding above; its claimed size is not read
+                if part != "fn" and nbytes > MAX_MIX_BYTES:
+                    continue  # past the hc_mult bound: a shape finding above, and its claimed size is not read
                 if part == "fn":
                     if nbytes > fn_budget:
                         out.append(_f("hc_unchecked", f"'{s.tensor_name(part)}' ({nbytes:,} bytes) not read: "

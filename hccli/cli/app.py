@@ -25,7 +25,7 @@ def describe(exc: BaseException) -> tuple[str, int]:
 
     if isinstance(exc, HcError):
         return f"hc: error: {plain(exc.message)}", exc.exit_code
-    if isinstance(exc, KeyboardInterrupt):
+    if isinstance(exc, (KeyboardInterrupt, typer.Abort)):  # Typer would end an Abort with 1: findings
         return "hc: interrupted", EXIT_INTERRUPTED
     if isinstance(exc, OSError):
         # EACCES, EROFS, ENOSPC, EIO ...: the user's to act on, so it names the path, not our code
@@ -54,7 +54,7 @@ class _HcGroup(TyperGroup):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except (typer.Exit, typer.Abort, typer.TyperException):
+        except (typer.Exit, typer.TyperException):
             raise  # Typer's own ends: --help, typer.Exit(code), usage errors (exit 2 with the usage)
         except BrokenPipeError:
             _quiet_stdout()
@@ -93,7 +93,8 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version and exit."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Show the version and exit."),
 ) -> None:
     """hc: hyper-connections of DeepSeek-V4-family models."""
 
