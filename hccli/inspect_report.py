@@ -191,6 +191,7 @@ class InspectReport:
     rows: list[TensorRow] | None
     hc: list[HcEntry]
     findings: list[Finding] | None
+    hc_sites: int = 0  # HC sites found by name; those whose tensors yield no values are not in `hc`
 
     def tree(self) -> list[TreeNode]:
         return build_tree(self.tensors)  # only people see the tree; --json never pays for it
@@ -290,4 +291,4 @@ def build_inspect(
                           f"this checkpoint has {where}")
     findings = verify(ckpt) if run_verify else None
     return InspectReport(ckpt, tensors, n_layers, n_stages, stored, logical_params(tensors, groups), dtypes, rows,
-                         read_hc_entries(ckpt, sites), findings)
+                         read_hc_entries(ckpt, sites), findings, len(sites))

@@ -245,3 +245,11 @@ def test_base_scale_reader_refuses_a_header_past_the_hc_bound(tmp_path):
     with pytest.raises(HcError) as exc:
         read_base_scale(ckpt, site)
     assert "'layers.0.hc_attn_base'" in str(exc.value) and "hc_mult at most 64" in str(exc.value)
+
+
+def test_sites_without_values_are_not_called_absent(tmp_path):
+    n = (2 + 4096) * 4096
+    f = write_sparse_shard(tmp_path / "m.safetensors", [("layers.0.hc_attn_base", "F32", (n,)),
+                                                        ("layers.0.hc_attn_scale", "F32", (3,))])
+    out = run_hc("inspect", f).stdout
+    assert "no hc_* tensors" not in out and "1 HC sites whose tensors yield no values" in out

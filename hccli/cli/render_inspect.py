@@ -152,6 +152,9 @@ def renderables(r: InspectReport, *, limit: int = 50, detail: bool = False, filt
         yield from _rows(r, limit, filters)
     if r.hc:
         yield from (_hc_detail(r) if detail else _hc_table(r))
+    elif r.hc_sites:
+        yield Text(f"\n{r.hc_sites} HC sites whose tensors yield no values (incomplete, not F32, or shapes "
+                   "past the bounds; --verify says which)")
     else:
         yield Text("\nno hc_* tensors in this checkpoint")
     if r.findings is not None:
