@@ -264,3 +264,12 @@ def test_json_has_every_finding_and_true_counts(ck):
     human = run_hc("inspect", ck, "--verify").stdout
     errors = sum(1 for f in r.json()["findings"] if f["severity"] == "error")
     assert f"verify: {errors} errors" in human and "... and 280 more unindexed_tensor findings" in human
+
+
+def test_an_empty_head_base_is_a_shape_finding(tmp_path):
+    f = write_sparse_shard(tmp_path / "m.safetensors", [("hc_head_fn", "F32", (0, 8)), ("hc_head_base", "F32", (0,)),
+                                                        ("hc_head_scale", "F32", (1,))])
+    r = run_hc("inspect", f, "--verify", "--json")
+    assert r.exit_code == 1, r.stderr  # once a ZeroDivisionError
+    assert [x["message"] for x in r.json()["findings"] if x["code"] == "hc_shape"] == [
+        "head head: base has no values; expected hc_mult of them"]

@@ -72,7 +72,7 @@ def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
     occ = ckpt.occurrences()
     dups = sorted(n for n, shards in occ.items() if len(shards) > 1)
     _each(out, "duplicate_tensor", dups,
-            lambda n: f"tensor '{n}' is in {len(occ[n])} shards: " + ", ".join(s.file for s in occ[n]))
+          lambda n: f"tensor '{n}' is in {len(occ[n])} shards: " + ", ".join(s.file for s in occ[n]))
     idx = ckpt.index
     if idx is None:
         if ckpt.kind == "directory" and len(ckpt.shards) > 1:
@@ -83,14 +83,14 @@ def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
         unreadable = {s.file for s in ckpt.shards if s.header is None}
         missing = sorted(n for n, f in wm.items() if n not in occ and f not in gone and f not in unreadable)
         _each(out, "index_missing_tensor", missing,
-                lambda n: f"index lists '{n}' in {wm[n]}, which does not hold it")
+              lambda n: f"index lists '{n}' in {wm[n]}, which does not hold it")
         unindexed = sorted(n for n in occ if n not in wm)
         _each(out, "unindexed_tensor", unindexed,
-                lambda n: f"tensor '{n}' in {occ[n][0].file} is not in the index")
+              lambda n: f"tensor '{n}' in {occ[n][0].file} is not in the index")
         wrong = sorted(n for n, shards in occ.items()
                        if n in wm and len(shards) == 1 and _norm(wm[n]) != _norm(shards[0].file))
         _each(out, "wrong_shard", wrong,
-                lambda n: f"tensor '{n}' is in {occ[n][0].file}; the index says {wm[n]}")
+              lambda n: f"tensor '{n}' is in {occ[n][0].file}; the index says {wm[n]}")
         for s in ckpt.shards:
             if not s.indexed:
                 out.append(_f("unindexed_shard", f"{s.file} is in the directory but the index never names it"))
@@ -163,6 +163,8 @@ def _hc_shape_problem(site: str, shapes: dict[str, tuple[int, ...]], hc_mult: in
     n = base[0]
     if site == "head":
         hc = n
+        if hc < 1:
+            return "base has no values; expected hc_mult of them"
     else:
         hc = hc_from_mix_width(n)
         if hc is None:
