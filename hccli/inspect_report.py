@@ -1,145 +1,145 @@
-"""The `hc inspect` report: plain data from a checkpoint's headers (and its HC
-values), ready for tables or JSON. Reads headers and the HC base/scale tensors only."""
+"""The `hc inspect` report: typed rows from a checkpoint's headers (and its HC
+values), ready for tables or, field by field, JSON. Reads headers and the HC
+base/scale tensors only."""
 
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field
-from operator import attrgetter
+from collections.abc import Collection
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
-from hccli.checkpoint.hc import HcSiteTensors, find_hc, hc_from_mix_width, layer_counts, read_base_scale
-from hccli.checkpoint.header import DTYPES, TensorInfo
+from hccli.checkpoint.hc import HcSiteTensors, find_hc, layer_counts, read_base_scale, site_hc
 from hccli.checkpoint.shardset import Checkpoint, open_checkpoint
 from hccli.checkpoint.verify import Finding, verify
+from hccli.errors import HcError
+from hccli.inspect_tree import TreeNode, build_tree, by_dtype, logical_params, stored_bytes
 from hccli.layers import format_ranges
 from hccli.sinkhorn_np import head_pre, split_sinkhorn
-
-_BEGIN, _END = attrgetter("begin"), attrgetter("end")
-
-
-def by_dtype(tensors: dict) -> dict[str, list[TensorInfo]]:
-    """The tensors grouped by dtype, dtypes in order of first appearance."""
-    groups: dict[str, list[TensorInfo]] = {}
-    for _, t in tensors.values():
-        group = groups.get(t.dtype)
-        if group is None:
-            group = groups[t.dtype] = []
-        group.append(t)
-    return groups
+from hccli.vocab import BACKBONE, DEFAULT_HC_EPS, DEFAULT_SINKHORN_ITERS, STAGE, owner_of
 
 
-def _stored_bytes(group: list[TensorInfo]) -> int:
-    return sum(map(_END, group)) - sum(map(_BEGIN, group))  # the sum of nbytes, without a call per tensor
+@dataclass(frozen=True)
+class TensorRow:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    bytes: int
+    shard: str
+    offset: int  # of its first byte in the shard file
 
 
-def logical_params(tensors: dict, groups: dict[str, list[TensorInfo]] | None = None) -> int:
-    """Parameters from headers alone: an I8 weight whose sibling F8_E8M0 scale has one
-    value per 32 inputs is packed fp4 (two parameters a byte); scales count 0.
-    `groups` is by_dtype(tensors) when the caller has it already."""
-    groups = by_dtype(tensors) if groups is None else groups
-    # A validated entry's bytes are exactly its elements x bits / 8, so a dtype's elements are
-    # its bytes x 8 / bits: no product of dims per tensor.
-    total = sum(_stored_bytes(g) * 8 // DTYPES[d] for d, g in groups.items() if d != "F8_E8M0")
-    get = tensors.get
-    for t in groups.get("I8", ()):
-        shape = t.shape
-        if len(shape) == 2 and t.name.endswith(".weight"):
-            sib = get(t.name[:-7] + ".scale")
-            if sib is not None:
-                # One scale per 32 fp4 values, two values a byte: [rows, cols] beside [rows, cols / 16].
-                s = sib[1]
-                if s.dtype == "F8_E8M0" and s.shape == (shape[0], shape[1] // 16) and shape[1] % 16 == 0:
-                    total += shape[0] * shape[1]  # packed fp4: its elements count a second time
-    return total
+@dataclass(frozen=True)
+class DtypeTotal:
+    tensors: int
+    bytes: int
 
 
-@dataclass
-class TreeNode:
-    label: str
-    count: int
-    detail: str = ""
-    children: list["TreeNode"] = field(default_factory=list)
+@dataclass(frozen=True)
+class HeadParts:
+    """A head mix's base: hc pre offsets, nothing else."""
+
+    pre: list[float]
 
 
-def build_tree(tensors: dict) -> list[TreeNode]:
-    """Collapse repeated layers: `layers.[0-39] x40` with the tensors every member
-    holds, and the exceptions (`in 2,8,14,20`); inner numbers (experts) collapse too."""
-    tops: dict[str, list] = {}  # key -> [members, templates, first info]
-    for name, (_, t) in tensors.items():
-        parts = name.split(".")
-        if len(parts) > 2 and parts[1].isdigit():
-            top = tops.get(parts[0])
-            if top is None:
-                top = tops[parts[0]] = [set(), {}, t]
-            member = int(parts[1])
-            top[0].add(member)
-            rest = parts[2:]
-            inner = [int(p) for p in rest if p.isdigit()]
-            tpl = ".".join(["#" if p.isdigit() else p for p in rest]) if inner else ".".join(rest)
-            entry = top[1].get(tpl)
-            if entry is None:
-                entry = top[1][tpl] = [set(), set(), 0, set()]
-            entry[0].add(member)
-            entry[1].update(inner)
-            entry[2] += 1
-            entry[3].add((t.dtype, t.shape))
-        else:
-            tops.setdefault(name, [set(), {}, t])
-    nodes = []
-    for key, (members, templates, info) in tops.items():
-        if not members:
-            nodes.append(TreeNode(key, 1, f"{info.dtype} {list(info.shape)}"))
-            continue
-        node = TreeNode(f"{key}.[{format_ranges(sorted(members))}]", len(members), f"x{len(members)}")
-        for tpl, (where_set, inner, count, sigs) in templates.items():
-            label = tpl.replace("#", f"[{format_ranges(sorted(inner))}]", 1) if inner else tpl
-            sig = "; ".join(f"{d} {list(s)}" for d, s in sorted(sigs)) if len(sigs) <= 2 else f"{len(sigs)} shapes"
-            where = "" if where_set == members else f" in {format_ranges(sorted(where_set))}"
-            node.children.append(TreeNode(label, count, f"{sig} x{count}{where}"))
-        nodes.append(node)
-    return nodes
+@dataclass(frozen=True)
+class SplitParts:
+    """An attn/ffn site's base, (2 + hc) * hc values: pre, post, then the comb rows."""
+
+    pre: list[float]
+    post: list[float]
+    comb: list[list[float]]
 
 
 @dataclass(frozen=True)
 class HcEntry:
+    """One HC site's values and what its base alone yields (mixes = 0). As is, the root
+    or a stage's head mix (no Sinkhorn there); attn and ffn sites are HcSplitEntry."""
+
     layer: int
-    name: str
+    name: str  # "layers.3", "mtp.0" or "head"
     site: str
-    is_stage: bool
+    stage: bool
     scale: list[float]
     base: list[float]
-    hc: int
-    comb_from_base: list[list[float]] | None  # mixes = 0
+    base_parts: HeadParts | SplitParts
     pre_from_base: list[float]
-    post_from_base: list[float] | None
 
-    def parts(self) -> dict[str, Any]:
-        hc = self.hc
-        if self.site == "head":
-            return {"pre": self.base}
-        return {"pre": self.base[:hc], "post": self.base[hc:2 * hc],
-                "comb": [self.base[2 * hc + j * hc: 2 * hc + (j + 1) * hc] for j in range(hc)]}
+    @property
+    def hc(self) -> int:
+        return len(self.pre_from_base)
 
-    def to_json(self) -> dict[str, Any]:
-        doc = {"layer": self.layer, "name": self.name, "site": self.site, "stage": self.is_stage,
-               "scale": self.scale, "base": self.base, "base_parts": self.parts(),
-               "pre_from_base": self.pre_from_base}
-        if self.site != "head":
-            doc["post_from_base"] = self.post_from_base
-            doc["comb_from_base"] = self.comb_from_base
-        return doc
+
+@dataclass(frozen=True)
+class HcSplitEntry(HcEntry):
+    post_from_base: list[float]
+    comb_from_base: list[list[float]]
+
+
+@dataclass(frozen=True)
+class UnreadableShard:
+    file: str
+    error: str | None
+
+
+@dataclass(frozen=True)
+class LayerNumbering:
+    n_layers: int
+    n_stages: int
+    stages: str = "numbered n_layers + s, named mtp.s"
+    root_head: str = "numbered n_layers + n_stages, named head"
+
+
+@dataclass(frozen=True)
+class RemoteInfo:
+    repo: str
+    revision: str
+    sha: str
+    subfolder: str | None
+    endpoint: str
+    requests: int
+    cached_files: int
+    offline: bool
+
+
+@dataclass(frozen=True)
+class InspectDocument:
+    """`hc inspect --json`, field by field in its order."""
+
+    path: str
+    kind: str
+    config: str | None
+    shards: int
+    tensors: int
+    stored_bytes: int
+    logical_params: int
+    dtypes: dict[str, DtypeTotal]
+    layer_numbering: LayerNumbering
+    hc: list[HcEntry]
+    findings: list[Finding]
+    unreadable_shards: list[UnreadableShard]
+    transferred_bytes: int
+    remote: RemoteInfo | None
+    verified: bool
+
+
+@dataclass(frozen=True)
+class InspectListDocument(InspectDocument):
+    """The document when tensors were listed: the list comes last."""
+
+    tensor_list: list[TensorRow]
 
 
 def read_hc_entries(ckpt: Checkpoint, sites: list[HcSiteTensors]) -> list[HcEntry]:
-    iters = ckpt.config.hc_sinkhorn_iters if ckpt.config else 20
-    eps = ckpt.config.hc_eps if ckpt.config else 1e-6
-    usable = [s for s in sites
-              if all(p in s.parts and s.parts[p][1].dtype == "F32" for p in ("base", "scale"))]
-    # (the others are --verify's to report: hc_incomplete / hc_dtype; nothing to compute)
+    iters = ckpt.config.hc_sinkhorn_iters if ckpt.config else DEFAULT_SINKHORN_ITERS
+    eps = ckpt.config.hc_eps if ckpt.config else DEFAULT_HC_EPS
+    usable = [s for s in sites if site_hc(s) is not None
+              and all(s.parts[p][1].dtype == "F32" for p in ("base", "scale"))]
+    # (the others are --verify's to report: hc_incomplete / hc_shape / hc_dtype; nothing to compute,
+    # and nothing read: a header past the hc_mult bound may claim gigabytes)
 
     def read(s: HcSiteTensors):
         base, scale = read_base_scale(ckpt, s)
@@ -155,27 +155,26 @@ def read_hc_entries(ckpt: Checkpoint, sites: list[HcSiteTensors]) -> list[HcEntr
         values = [read(s) for s in usable]
     out: dict[int, HcEntry] = {}
     # the sites of one shape go through the op together, one row each (mixes = 0)
-    by_shape: dict[tuple[int, int, str], list] = {}
+    by_shape: dict[tuple[int, bool], list] = {}
     for i, (s, base, scale) in enumerate(values):
-        by_shape.setdefault((base.size, scale.size, s.site == "head"), []).append(i)
-    for (nb, ns, head), idx in by_shape.items():
+        by_shape.setdefault((site_hc(s), s.site == "head"), []).append(i)
+    for (hc, head), idx in by_shape.items():
         bases = np.stack([values[i][1] for i in idx])
         scales = np.stack([values[i][2] for i in idx])
         with np.errstate(all="ignore"):
             if head:
                 pre = head_pre(np.zeros_like(bases), scales, bases, eps)
-                post = comb = None
-                hc = nb
             else:
-                hc = hc_from_mix_width(nb)
-                if hc is None or ns != 3:
-                    continue  # a shape finding; nothing meaningful to compute
                 pre, post, comb = split_sinkhorn(np.zeros_like(bases), scales, bases, hc, iters, eps)
         for row, i in enumerate(idx):
             s, base, scale = values[i]
-            out[i] = HcEntry(s.layer, s.name, s.site, s.is_stage, scale.tolist(), base.tolist(), hc,
-                             comb[row].tolist() if comb is not None else None, pre[row].tolist(),
-                             post[row].tolist() if post is not None else None)
+            b = base.tolist()
+            common = (s.layer, s.name, s.site, s.is_stage, scale.tolist(), b)
+            if head:
+                out[i] = HcEntry(*common, HeadParts(b), pre[row].tolist())
+            else:
+                parts = SplitParts(b[:hc], b[hc:2 * hc], [b[(2 + j) * hc:(3 + j) * hc] for j in range(hc)])
+                out[i] = HcSplitEntry(*common, parts, pre[row].tolist(), post[row].tolist(), comb[row].tolist())
     return [out[i] for i in sorted(out)]
 
 
@@ -187,11 +186,11 @@ class InspectReport:
     n_stages: int
     stored_bytes: int
     logical_params: int
-    dtypes: dict[str, dict[str, int]]
-    rows: list[dict[str, Any]] | None
+    dtypes: dict[str, DtypeTotal]
+    rows: list[TensorRow] | None
     hc: list[HcEntry]
     findings: list[Finding] | None
-    filters: str
+    hc_sites: int = 0  # HC sites found by name; those whose tensors yield no values are not in `hc`
 
     def tree(self) -> list[TreeNode]:
         return build_tree(self.tensors)  # only people see the tree; --json never pays for it
@@ -200,44 +199,51 @@ class InspectReport:
     def errors(self) -> int:
         return sum(1 for f in self.findings or [] if f.severity == "error")
 
-    def to_json(self) -> dict[str, Any]:
+    def document(self) -> InspectDocument:
         c = self.ckpt
         remote = c.remote
-        doc: dict[str, Any] = {
-            "path": c.label,
-            "kind": c.kind,
-            "config": c.config.source if c.config else None,
-            "shards": len(c.shards),
-            "tensors": len(self.tensors),
-            "stored_bytes": self.stored_bytes,
-            "logical_params": self.logical_params,
-            "dtypes": self.dtypes,
-            "layer_numbering": {"n_layers": self.n_layers, "n_stages": self.n_stages,
-                                "stages": "numbered n_layers + s, named mtp.s",
-                                "root_head": "numbered n_layers + n_stages, named head"},
-            "hc": [e.to_json() for e in self.hc],
-            "findings": [f.to_json() for f in self.findings] if self.findings is not None else [],
-            "unreadable_shards": [{"file": s.file, "error": s.error} for s in c.shards if s.header is None],
-            "transferred_bytes": remote.transfer.bytes if remote is not None else 0,
-            "remote": None if remote is None else {
-                "repo": remote.ref.repo_id, "revision": remote.ref.revision or "main", "sha": remote.sha,
-                "subfolder": remote.ref.subfolder, "endpoint": remote.endpoint, "requests": remote.transfer.requests,
-                "cached_files": remote.transfer.cached_files, "offline": remote.offline},
-            "verified": self.findings is not None,
-        }
+        fields: dict[str, Any] = dict(
+            path=c.label,
+            kind=c.kind,
+            config=c.config.source if c.config else None,
+            shards=len(c.shards),
+            tensors=len(self.tensors),
+            stored_bytes=self.stored_bytes,
+            logical_params=self.logical_params,
+            dtypes=self.dtypes,
+            layer_numbering=LayerNumbering(self.n_layers, self.n_stages),
+            hc=self.hc,
+            findings=self.findings if self.findings is not None else [],
+            unreadable_shards=[UnreadableShard(s.file, s.error) for s in c.shards if s.header is None],
+            transferred_bytes=remote.transfer.bytes if remote is not None else 0,
+            remote=None if remote is None else RemoteInfo(
+                repo=remote.ref.repo_id, revision=remote.ref.revision or "main", sha=remote.sha,
+                subfolder=remote.ref.subfolder, endpoint=remote.endpoint, requests=remote.transfer.requests,
+                cached_files=remote.transfer.cached_files, offline=remote.offline),
+            verified=self.findings is not None,
+        )
         if self.rows is not None:
-            doc["tensor_list"] = self.rows
-        return doc
+            return InspectListDocument(**fields, tensor_list=self.rows)
+        return InspectDocument(**fields)
 
 
 def _layer_of(name: str, n_layers: int) -> int | None:
-    parts = name.split(".")
-    if len(parts) > 1 and parts[1].isdigit():
-        if parts[0] == "layers":
-            return int(parts[1])
-        if parts[0] == "mtp":
-            return n_layers + int(parts[1])
-    return None
+    owner = owner_of(name)
+    if owner is None:
+        return None
+    kind, num = owner
+    return num if kind == BACKBONE else n_layers + num if kind == STAGE else None
+
+
+def _check_layers(what: str, layers: Collection[int], label: str, n_layers: int, n_stages: int) -> None:
+    last = n_layers + n_stages  # the root head mix's number, whether or not the family has one
+    past = [n for n in layers if n > last]
+    if past:
+        kinds = [f"backbone {format_ranges(list(range(n_layers)))}"] if n_layers else []
+        kinds += [f"stages {format_ranges(list(range(n_layers, last)))}"] if n_stages else []
+        kinds.append(f"root head mix {last}")
+        raise HcError(f"{label}: layer {max(past)} for {what} is out of range; this checkpoint numbers its layers "
+                      f"0-{last} ({', '.join(kinds)})")
 
 
 def build_inspect(
@@ -245,37 +251,43 @@ def build_inspect(
     *,
     config: str | Path | None = None,
     name_glob: str | None = None,
-    layers: set[int] | None = None,
+    layers: Collection[int] | None = None,
     dtype: str | None = None,
     list_tensors: bool = False,
     run_verify: bool = False,
-    hc_layers: set[int] | None = None,
+    hc_layers: Collection[int] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> InspectReport:
+    """`layers` selects tensors to list and `hc_layers` HC sites to read, by layer number
+    (stages after the backbone, the root head mix last); `dtype` as headers spell it."""
     ckpt = open_checkpoint(path, config=config, progress=progress)
     tensors = ckpt.tensors()
     n_layers, n_stages = layer_counts(ckpt, tensors)
+    for what, chosen in (("the tensor list", layers), ("the HC sites", hc_layers)):
+        if chosen is not None:
+            _check_layers(what, chosen, ckpt.label, n_layers, n_stages)
     groups = by_dtype(tensors)
-    dtypes = {d: {"tensors": len(g), "bytes": _stored_bytes(g)} for d, g in groups.items()}
-    stored = sum(d["bytes"] for d in dtypes.values())
+    dtypes = {d: DtypeTotal(len(g), stored_bytes(g)) for d, g in groups.items()}
+    stored = sum(d.bytes for d in dtypes.values())
     rows = None
-    filters = []
     if name_glob or layers is not None or dtype or list_tensors:
         rows = []
         for name, (shard, t) in tensors.items():
             if name_glob and not fnmatch.fnmatchcase(name, name_glob):
                 continue
-            if dtype and t.dtype != dtype.upper():
+            if dtype and t.dtype != dtype:
                 continue
             if layers is not None and _layer_of(name, n_layers) not in layers:
                 continue
-            rows.append({"name": name, "dtype": t.dtype, "shape": list(t.shape), "bytes": t.nbytes,
-                         "shard": shard.file, "offset": t.abs_begin})
-        filters = [f for f in (f"name {name_glob}" if name_glob else "", f"dtype {dtype.upper()}" if dtype else "",
-                               "layers selected" if layers is not None else "") if f]
+            rows.append(TensorRow(name, t.dtype, t.shape, t.nbytes, shard.file, t.abs_begin))
     sites = find_hc(ckpt)
     if hc_layers is not None:
+        have = sorted({s.layer for s in sites})
         sites = [s for s in sites if s.layer in hc_layers]
+        if not sites:
+            where = f"HC sites at layers {format_ranges(have)}" if have else "no hc_* tensors"
+            raise HcError(f"{ckpt.label}: no HC sites at layer {format_ranges(sorted(hc_layers))}; "
+                          f"this checkpoint has {where}")
     findings = verify(ckpt) if run_verify else None
     return InspectReport(ckpt, tensors, n_layers, n_stages, stored, logical_params(tensors, groups), dtypes, rows,
-                         read_hc_entries(ckpt, sites), findings, ", ".join(filters))
+                         read_hc_entries(ckpt, sites), findings, len(sites))

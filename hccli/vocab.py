@@ -101,3 +101,8 @@ def owner_of(name: str) -> tuple[str, int] | None:
     """("layers", 3) for "layers.3.anything", ("mtp", 0) for "mtp.0....", None otherwise."""
     m = _OWNER.match(name)
     return (m["kind"], int(m["num"])) if m else None
+
+
+# A sane-model bound on the number of residual streams: published configs use 4. A header
+# or config past it is refused before any (2 + hc) * hc or hc x hc value is built.
+MAX_HC_MULT = 64

@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -23,6 +28,53 @@ class Result:
 
     def json(self):
         return json.loads(self.stdout)
+
+
+def write_sparse_shard(path: Path, entries, pokes=()) -> Path:
+    """A shard of (name, dtype, shape) whose data are holes except the (name, offset, bytes)
+    poked in: a header may claim gigabytes at the cost of a few KB of disk."""
+    from hccli.checkpoint.header import DTYPES
+    from hccli.synth import header_bytes
+
+    sized = [(n, d, tuple(s), math.prod(s) * DTYPES[d] // 8) for n, d, s in entries]
+    head = header_bytes(sized, {"format": "pt"})
+    starts, at = {}, len(head)
+    for n, _, _, nbytes in sized:
+        starts[n], at = at, at + nbytes
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(at)
+        for name, offset, data in pokes:
+            f.seek(starts[name] + offset)
+            f.write(data)
+    return path
+
+
+# The child reports its own peak RSS at exit: VmHWM belongs to the memory map that exec made,
+# while ru_maxrss carries over what the parent (pytest, torch loaded, say) held when it forked.
+_MEASURED = ("import atexit, sys\n"
+             "def peak():\n"
+             "    with open('/proc/self/status') as f:\n"
+             "        kib = next(int(line.split()[1]) for line in f if line.startswith('VmHWM:'))\n"
+             "    sys.stderr.write('\\nHC_PEAK_KIB %d\\n' % kib)\n"
+             "atexit.register(peak)\n"
+             "sys.argv[0] = 'hc'\n"
+             "from hccli.cli.app import main\n"
+             "main()\n")
+
+
+def run_hc_process(*args, env: dict | None = None, timeout: float = 120):
+    """`hc ARGS` in a child process: (completed process with the measurement taken out of
+    its stderr, seconds, the child's peak RSS in MiB)."""
+    root = str(ROOT)
+    full_env = {**os.environ, "PYTHONPATH": root + os.pathsep + os.environ.get("PYTHONPATH", ""), **(env or {})}
+    t = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", _MEASURED, *map(str, args)], cwd=root, env=full_env,
+                          capture_output=True, text=True, timeout=timeout)
+    seconds = time.perf_counter() - t
+    err, _, peak = proc.stderr.rpartition("\nHC_PEAK_KIB ")
+    proc.stderr = err.rstrip("\n") + ("\n" if err.strip() else "")
+    return proc, seconds, int(peak) / 1024
 
 
 def run_hc(*args: str) -> Result:

@@ -9,8 +9,8 @@ import pytest
 from safetensors import safe_open
 
 from ckpt_tools import copy, shard_of, snapshot, tiny, write_shard
-from conftest import SAMPLES, run_hc
-from hccli.synth import INDEX_NAME
+from conftest import SAMPLES, run_hc, run_hc_process, write_sparse_shard
+from hccli.vocab import INDEX_NAME
 
 
 @pytest.fixture(scope="module")
@@ -169,3 +169,87 @@ def test_nothing_written_into_a_read_only_checkpoint(tiny_ckpt, tmp_path):
     finally:
         for p in [ro, *ro.iterdir()]:
             os.chmod(p, 0o755 if p.is_dir() else 0o644)
+
+
+@pytest.mark.parametrize("flag", ["--layer", "--hc-layer"])
+@pytest.mark.parametrize("spec, words", [("3,,5", "an empty item"), ("5-3", "runs backwards"),
+                                         ("x", "'x' is not a layer number"), ("1234567", "not a layer number")])
+def test_layer_specs_are_checked_once_in_the_cli(tiny_ckpt, flag, spec, words):
+    r = run_hc("inspect", tiny_ckpt, flag, spec)
+    assert r.exit_code == 2 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == r.stderr.strip().splitlines()[0] and flag in r.stderr and words in r.stderr
+
+
+def test_layer_past_the_checkpoint_names_its_layers(tmp_path):
+    ck = tiny(tmp_path / "v4", "tiny-v4.hf.json")  # 6 layers, 2 stages, the root head mix
+    r = run_hc("inspect", ck, "--hc-layer", "10")
+    assert r.exit_code == 2 and "no hc_* tensors" not in r.stderr
+    assert "layer 10" in r.stderr and "0-8 (backbone 0-5, stages 6-7, root head mix 8)" in r.stderr
+    assert "--hc-layer" not in r.stderr  # the core names layers, not flags
+
+
+def test_hc_layer_without_sites_says_where_they_are(tiny_ckpt):
+    one = shard_of(tiny_ckpt, "layers.3.hc_attn_base")  # this shard holds no HC site of layer 0
+    have = sorted({e["layer"] for e in run_hc("inspect", one, "--json").json()["hc"]})
+    assert have and 0 not in have
+    r = run_hc("inspect", one, "--hc-layer", "0")
+    assert r.exit_code == 2 and "no HC sites at layer 0" in r.stderr
+    from hccli.layers import format_ranges
+
+    assert f"this checkpoint has HC sites at layers {format_ranges(have)}" in r.stderr
+
+
+def test_unknown_dtype_is_a_usage_error(tiny_ckpt):
+    r = run_hc("inspect", tiny_ckpt, "--dtype", "F33")
+    assert r.exit_code == 2 and "--dtype 'F33'" in r.stderr and "BF16" in r.stderr
+
+
+def test_json_is_the_typed_rows_field_by_field(tiny_ckpt):
+    from hccli.cli.output import to_jsonable
+    from hccli.inspect_report import HcSplitEntry, build_inspect
+
+    report = build_inspect(tiny_ckpt, name_glob="*.hc_attn_base")
+    doc = run_hc("inspect", tiny_ckpt, "--name", "*.hc_attn_base", "--json").json()
+    assert to_jsonable(report.document()) == doc
+    assert list(doc)[-1] == "tensor_list" and "tensor_list" not in run_hc("inspect", tiny_ckpt, "--json").json()
+    split = report.hc[0]
+    assert isinstance(split, HcSplitEntry)
+    assert list(doc["hc"][0]) == ["layer", "name", "site", "stage", "scale", "base", "base_parts", "pre_from_base",
+                                  "post_from_base", "comb_from_base"]
+    assert doc["tensor_list"][0]["shape"] == list(report.rows[0].shape)
+
+
+def test_hc_4096_sparse_shard_inspects_in_little_memory(tmp_path):
+    n = (2 + 4096) * 4096
+    f = write_sparse_shard(tmp_path / "m.safetensors", [
+        ("layers.0.hc_attn_fn", "F32", (n, 4096)), ("layers.0.hc_attn_base", "F32", (n,)),
+        ("layers.0.hc_attn_scale", "F32", (3,))])
+    proc, seconds, peak = run_hc_process("inspect", f, "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["hc"] == []  # a shape finding for --verify; nothing computed
+    assert len(proc.stdout) < 100_000, len(proc.stdout)
+    assert peak < 300, f"peak RSS {peak:.0f} MiB"  # once 6.7 GB
+    assert seconds < 60, f"{seconds:.1f} s"
+
+
+def test_base_scale_reader_refuses_a_header_past_the_hc_bound(tmp_path):
+    from hccli.checkpoint.hc import find_hc, read_base_scale
+    from hccli.checkpoint.shardset import open_checkpoint
+    from hccli.errors import HcError
+
+    n = (2 + 4096) * 4096
+    f = write_sparse_shard(tmp_path / "m.safetensors", [("layers.0.hc_attn_base", "F32", (n,)),
+                                                        ("layers.0.hc_attn_scale", "F32", (3,))])
+    ckpt = open_checkpoint(f)
+    (site,) = find_hc(ckpt)
+    with pytest.raises(HcError) as exc:
+        read_base_scale(ckpt, site)
+    assert "'layers.0.hc_attn_base'" in str(exc.value) and "hc_mult at most 64" in str(exc.value)
+
+
+def test_sites_without_values_are_not_called_absent(tmp_path):
+    n = (2 + 4096) * 4096
+    f = write_sparse_shard(tmp_path / "m.safetensors", [("layers.0.hc_attn_base", "F32", (n,)),
+                                                        ("layers.0.hc_attn_scale", "F32", (3,))])
+    out = run_hc("inspect", f).stdout
+    assert "no hc_* tensors" not in out and "1 HC sites whose tensors yield no values" in out

@@ -18,7 +18,13 @@ from hypothesis.extra import numpy as hnp
 
 from hccli.checkpoint.header import parse_header, read_header
 from hccli.checkpoint.source import LocalFile
-from hccli.checkpoint.values import READABLE_DTYPES, TensorReadError, read_tensor, read_tensor_bytes
+from hccli.checkpoint.values import (
+    READABLE_DTYPES,
+    TensorReadError,
+    iter_tensor_chunks,
+    read_tensor,
+    read_tensor_bytes,
+)
 from hccli.errors import HcError
 
 from byte_sources import CountingSource, MemorySource  # noqa: E402
@@ -205,6 +211,53 @@ def test_file_changed_since_the_header_was_read(tmp_path):
     with LocalFile(path) as src, pytest.raises(TensorReadError) as exc:
         read_tensor(src, header, "a")
     assert exc.value.code == "file_changed" and str(path) in str(exc.value)
+
+
+@pytest.mark.parametrize("dtype, chunk", [("F32", 12), ("F32", 10), ("BF16", 6), ("F64", 1), ("F8_E4M3", 7)])
+def test_chunks_are_whole_elements_and_add_up_to_the_tensor(tmp_path, dtype, chunk):
+    rng = np.random.default_rng(3)
+    raw = rng.integers(0, 256, 37 * 8, dtype=np.uint8).tobytes()
+    n = 37 * 8 * 8 // {"F32": 32, "BF16": 16, "F64": 64, "F8_E4M3": 8}[dtype]
+    text = json.dumps({"w": {"dtype": dtype, "shape": [n], "data_offsets": [0, len(raw)]}}).encode()
+    data = struct.pack("<Q", len(text)) + text + raw
+    src = MemorySource(data)
+    header = read_header(src)
+    src.calls.clear()
+    chunks = list(iter_tensor_chunks(src, header, "w", chunk))
+    whole = read_tensor(src, header, "w")
+    _same(np.concatenate(chunks), whole.reshape(-1))
+    item = len(raw) // n
+    step = max(item, chunk - chunk % item)  # whole elements, at least one
+    want = [min(step, len(raw) - i) for i in range(0, len(raw), step)]
+    assert [length for _, length in src.calls[:len(chunks)]] == want
+    assert all(not c.flags.writeable for c in chunks)
+
+
+def test_a_tensor_that_fits_one_chunk_is_one_read(tmp_path):
+    path = tmp_path / "three.safetensors"
+    stnp.save_file({"a": np.zeros(100, np.float32), "b": np.arange(7, dtype=np.int16)}, str(path))
+    with LocalFile(path) as inner:
+        header = read_header(inner)
+        src = CountingSource(inner)
+        (values,) = iter_tensor_chunks(src, header, "b")
+    assert src.calls == [(header["b"].abs_begin, 14)] and values.tolist() == list(range(7))
+
+
+def test_chunks_check_the_file_and_the_dtype_first(tmp_path):
+    path = tmp_path / "grows.safetensors"
+    stnp.save_file({"a": np.zeros(2, np.float32)}, str(path))
+    with LocalFile(path) as src:
+        header = read_header(src)
+    with open(path, "ab") as f:
+        f.write(b"more")
+    with LocalFile(path) as src, pytest.raises(TensorReadError) as exc:
+        next(iter_tensor_chunks(src, header, "a"))
+    assert exc.value.code == "file_changed"
+    text = json.dumps({"f4": {"dtype": "F4", "shape": [2, 4], "data_offsets": [0, 4]}}).encode()
+    data = struct.pack("<Q", len(text)) + text + b"\x12\x34\x56\x78"
+    with pytest.raises(TensorReadError) as exc:
+        next(iter_tensor_chunks(MemorySource(data), parse_header(data, len(data), "m"), "f4"))
+    assert exc.value.code == "unsupported_dtype"
 
 
 @settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

@@ -1,5 +1,6 @@
 """hc inspect --verify: every finding code on a damaged copy of a tiny checkpoint."""
 
+import functools
 import json
 import math
 import struct
@@ -7,11 +8,28 @@ import struct
 import pytest
 
 from ckpt_tools import copy, edit_index, read_entries, rewrite, shard_of, tiny, write_shard
-from conftest import run_hc
-from hccli.checkpoint.verify import CODES
-from hccli.synth import INDEX_NAME
+from conftest import run_hc, run_hc_process, write_sparse_shard
+from hccli.checkpoint.verify import CODES, FN_READ_BUDGET
+from hccli.vocab import INDEX_NAME
 
-SEEN: set[str] = set()
+COVERED: dict[str, str] = {}  # finding code -> the test that must produce it (filled at import)
+_seen: set[str] = set()  # codes the running test has produced so far
+
+
+def covers(*codes):
+    """Declare the codes a test produces; the test fails if one does not appear. At import,
+    so that the completeness check below holds whichever tests run, in whatever order."""
+    def mark(test):
+        for code in codes:
+            COVERED[code] = test.__name__
+
+        @functools.wraps(test)
+        def run(*args, **kwargs):
+            _seen.clear()
+            test(*args, **kwargs)
+            assert set(codes) <= _seen, set(codes) - _seen
+        return run
+    return mark
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +46,7 @@ def findings(path, expect_exit=1):
     r = run_hc("inspect", path, "--verify", "--json")
     assert r.exit_code == expect_exit, (r.exit_code, r.stderr, r.stdout[-1500:])
     got = r.json()["findings"]
-    SEEN.update(f["code"] for f in got)
+    _seen.update(f["code"] for f in got)
     for f in got:
         assert f["severity"] in ("error", "warning", "info") and "\n" not in f["message"]
     return {f["code"]: f for f in got}
@@ -38,6 +56,7 @@ def test_clean(ck):
     assert findings(ck, 0) == {}
 
 
+@covers("unreadable_shard")
 def test_unreadable_shard(ck):
     p = shard_of(ck, "layers.3.hc_attn_base")
     p.write_bytes(b"\xff" * 64)
@@ -45,17 +64,20 @@ def test_unreadable_shard(ck):
     assert f["unreadable_shard"]["severity"] == "error" and p.name in f["unreadable_shard"]["message"]
 
 
+@covers("missing_shard")
 def test_missing_shard(ck):
     p = shard_of(ck, "layers.3.hc_attn_base")
     p.unlink()
     assert p.name in findings(ck)["missing_shard"]["message"]
 
 
+@covers("partial_file")
 def test_partial_file(ck):
     (ck / "model-00001-of-00014.safetensors.partial").write_bytes(b"\0" * 8)
     assert "model-00001-of-00014.safetensors.partial" in findings(ck)["partial_file"]["message"]
 
 
+@covers("unsafe_shard_path")
 @pytest.mark.parametrize("evil", ["../evil.safetensors", "/etc/passwd", "a/../../x.safetensors"])
 def test_unsafe_shard_path(ck, evil):
     edit_index(ck, lambda d: d["weight_map"].__setitem__("layers.0.attn_norm.weight", evil))
@@ -63,16 +85,19 @@ def test_unsafe_shard_path(ck, evil):
     assert evil in f["unsafe_shard_path"]["message"]
 
 
+@covers("index_missing_tensor")
 def test_index_missing_tensor(ck):
     edit_index(ck, lambda d: d["weight_map"].__setitem__("layers.0.ghost", d["weight_map"]["embed.weight"]))
     assert "layers.0.ghost" in findings(ck)["index_missing_tensor"]["message"]
 
 
+@covers("unindexed_tensor")
 def test_unindexed_tensor(ck):
     edit_index(ck, lambda d: d["weight_map"].pop("layers.2.ffn_norm.weight"))
     assert "layers.2.ffn_norm.weight" in findings(ck)["unindexed_tensor"]["message"]
 
 
+@covers("wrong_shard")
 def test_wrong_shard(ck):
     def move(d):
         d["weight_map"]["layers.2.ffn_norm.weight"] = d["weight_map"]["embed.weight"]
@@ -80,6 +105,7 @@ def test_wrong_shard(ck):
     assert "layers.2.ffn_norm.weight" in findings(ck)["wrong_shard"]["message"]
 
 
+@covers("duplicate_tensor", "unindexed_shard")
 def test_duplicate_tensor_and_unindexed_shard(ck):
     extra = ck / "model-extra.safetensors"
     write_shard(extra, [e for e in read_entries(shard_of(ck, "embed.weight")) if e[0] == "embed.weight"])
@@ -88,17 +114,20 @@ def test_duplicate_tensor_and_unindexed_shard(ck):
     assert f["unindexed_shard"]["severity"] == "warning" and "model-extra" in f["unindexed_shard"]["message"]
 
 
+@covers("total_size_mismatch")
 def test_total_size_mismatch(ck):
     edit_index(ck, lambda d: d["metadata"].__setitem__("total_size", d["metadata"]["total_size"] + 1))
     assert findings(ck)["total_size_mismatch"]["severity"] == "error"
 
 
+@covers("no_index")
 def test_no_index_is_a_warning(ck):
     (ck / INDEX_NAME).unlink()
     f = findings(ck, 0)
     assert f["no_index"]["severity"] == "warning"
 
 
+@covers("hc_incomplete", "missing_tensor")
 def test_hc_incomplete_and_missing_tensor(ck):
     rewrite(shard_of(ck, "layers.3.hc_ffn_fn"), drop={"layers.3.hc_ffn_fn"})
     f = findings(ck)
@@ -106,6 +135,7 @@ def test_hc_incomplete_and_missing_tensor(ck):
     assert "layers.3.hc_ffn_fn" in f["missing_tensor"]["message"]
 
 
+@covers("hc_shape")
 def test_hc_shape(ck):
     rewrite(shard_of(ck, "layers.4.hc_attn_scale"),
             replace={"layers.4.hc_attn_scale": ("F32", (4,), struct.pack("<4f", 1, 1, 1, 1))})
@@ -121,6 +151,7 @@ def test_hc_shapes_disagree_with_hc_mult(ck):
     assert "hc_mult" in findings(ck)["hc_shape"]["message"]
 
 
+@covers("hc_dtype", "wrong_dtype")
 def test_hc_dtype(ck):
     rewrite(shard_of(ck, "layers.4.hc_attn_base"),
             replace={"layers.4.hc_attn_base": ("BF16", (24,), b"\x80\x3f" * 24)})
@@ -128,6 +159,7 @@ def test_hc_dtype(ck):
     assert "hc_dtype" in f and "wrong_dtype" in f
 
 
+@covers("hc_nonfinite")
 @pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
 def test_hc_nonfinite(ck, value):
     p = shard_of(ck, "layers.5.hc_ffn_base")
@@ -136,12 +168,14 @@ def test_hc_nonfinite(ck, value):
     assert "layers.5.hc_ffn_base" in f["hc_nonfinite"]["message"] and "1 NaN/Inf" in f["hc_nonfinite"]["message"]
 
 
+@covers("config_unreadable")
 def test_config_unreadable(ck):
     (ck / "config.json").write_text("{broken")
     f = findings(ck, 0)
     assert f["config_unreadable"]["severity"] == "warning"
 
 
+@covers("unexpected_tensor", "wrong_shape", "wrong_dtype")
 def test_unexpected_wrong_shape_wrong_dtype(ck):
     p = shard_of(ck, "layers.1.attn_norm.weight")
     rewrite(p, replace={
@@ -169,6 +203,7 @@ def test_human_verify_output(ck):
     assert r.exit_code == 1 and "total_size_mismatch" in r.stdout and "1 errors" in r.stdout
 
 
+@covers("shard_placement")
 def test_shard_placement_of_a_release(tmp_path):
     from conftest import SAMPLES
 
@@ -182,6 +217,79 @@ def test_shard_placement_of_a_release(tmp_path):
     assert findings(ck, 0)["shard_placement"]["severity"] == "info"  # more in test_placement.py
 
 
-def test_every_code_is_exercised():
-    # runs last in this module: every finding code above was produced by a test
-    assert SEEN >= set(CODES), set(CODES) - SEEN
+def test_every_code_has_a_test():
+    assert set(COVERED) == set(CODES), set(CODES) ^ set(COVERED)
+
+
+def _hc_site(owner: str, hc: int, cols: int) -> list:
+    n = (2 + hc) * hc
+    return [(f"{owner}.hc_attn_fn", "F32", (n, cols)), (f"{owner}.hc_attn_base", "F32", (n,)),
+            (f"{owner}.hc_attn_scale", "F32", (3,))]
+
+
+@covers("hc_unchecked")
+def test_fn_past_the_read_budget_is_not_read(tmp_path):
+    # hc 4 and a 1.6 TB fn of holes: a claim that reading would take an hour to refute
+    f = write_sparse_shard(tmp_path / "m.safetensors", _hc_site("layers.0", 4, 4 << 30))
+    proc, seconds, peak = run_hc_process("inspect", f, "--verify", "--json")
+    assert proc.returncode == 0, proc.stderr  # a warning
+    got = {x["code"]: x for x in json.loads(proc.stdout)["findings"]}
+    _seen.update(got)
+    message = got["hc_unchecked"]["message"]
+    assert "layers.0.hc_attn_fn" in message and f"{FN_READ_BUDGET:,}" in message
+    assert seconds < 30 and peak < 300
+
+
+def test_fn_is_read_in_chunks_to_its_last_value(tmp_path):
+    # 300 MB of fn, one NaN in its last 4 bytes: found, without holding the tensor
+    n, cols = 24, 3_200_000
+    last = n * cols * 4 - 4
+    f = write_sparse_shard(tmp_path / "m.safetensors", _hc_site("layers.0", 4, cols),
+                           [("layers.0.hc_attn_fn", last, struct.pack("<f", math.nan))])
+    proc, seconds, peak = run_hc_process("inspect", f, "--verify", "--json")
+    assert proc.returncode == 1, proc.stderr
+    found = [x for x in json.loads(proc.stdout)["findings"] if x["code"] == "hc_nonfinite"]
+    assert len(found) == 1 and "layers.0.hc_attn_fn" in found[0]["message"] and "1 NaN/Inf" in found[0]["message"]
+    assert peak < 200, peak  # the whole fn is 307 MB; np.array of it twice that
+
+
+def test_hc_4096_shard_is_a_shape_finding_not_gigabytes(tmp_path):
+    # a few KB on disk; base (2+4096)*4096 values and a 275 GB fn by its header
+    f = write_sparse_shard(tmp_path / "m.safetensors", _hc_site("layers.0", 4096, 4096))
+    assert f.stat().st_blocks * 512 < 1 << 20
+    proc, seconds, peak = run_hc_process("inspect", f, "--verify", "--json")
+    assert proc.returncode == 1, proc.stderr
+    got = json.loads(proc.stdout)
+    assert got["hc"] == []
+    shape = [x["message"] for x in got["findings"] if x["code"] == "hc_shape"]
+    assert shape and "hc_mult 4,096, past the bound of 64" in shape[0]
+    assert not [x for x in got["findings"] if x["code"] == "hc_nonfinite"]
+    assert seconds < 30 and peak < 300, (seconds, peak)
+
+
+def test_json_has_every_finding_and_true_counts(ck):
+    # 791 findings of one code once came back as 20 and a made-up "... and 771 more"
+    dropped = []
+
+    def drop(d):
+        for name in list(d["weight_map"])[:300]:
+            dropped.append(name)
+            del d["weight_map"][name]
+    edit_index(ck, drop)
+    r = run_hc("inspect", ck, "--verify", "--json")
+    assert r.exit_code == 1
+    got = [f for f in r.json()["findings"] if f["code"] == "unindexed_tensor"]
+    assert sorted(f["message"].split("'")[1] for f in got) == sorted(dropped)
+    assert not any("more" in f["message"] for f in r.json()["findings"])
+    human = run_hc("inspect", ck, "--verify").stdout
+    errors = sum(1 for f in r.json()["findings"] if f["severity"] == "error")
+    assert f"verify: {errors} errors" in human and "... and 280 more unindexed_tensor findings" in human
+
+
+def test_an_empty_head_base_is_a_shape_finding(tmp_path):
+    f = write_sparse_shard(tmp_path / "m.safetensors", [("hc_head_fn", "F32", (0, 8)), ("hc_head_base", "F32", (0,)),
+                                                        ("hc_head_scale", "F32", (1,))])
+    r = run_hc("inspect", f, "--verify", "--json")
+    assert r.exit_code == 1, r.stderr  # once a ZeroDivisionError
+    assert [x["message"] for x in r.json()["findings"] if x["code"] == "hc_shape"] == [
+        "head head: base has no values; expected hc_mult of them"]

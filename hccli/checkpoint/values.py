@@ -1,6 +1,7 @@
 """Reading one tensor's values at offsets a validated header gave, without reading the shard.
 
-Only the tensor's own bytes are read (one `source.read`). Native dtypes come back as
+Only the tensor's own bytes are read (one `source.read`, or bounded chunks of them with
+`iter_tensor_chunks` when the tensor may be too large to hold). Native dtypes come back as
 read-only numpy views of those bytes; BF16 and the 8-bit floats are widened to float32
 exactly (BF16 by a 16-bit shift, FP8 through a 256-entry table). Returned arrays are
 read-only either way; `.copy()` one to write into it.
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from hccli.checkpoint.header import Header, TensorInfo, quote
+from typing import Iterator
+
+from hccli.checkpoint.header import DTYPES, Header, TensorInfo, quote
 from hccli.checkpoint.source import ByteSource, one_line
 from hccli.errors import HcError
 
@@ -93,9 +96,7 @@ def _lookup(header: Header, name: str) -> TensorInfo:
     return info
 
 
-def read_tensor_bytes(source: ByteSource, header: Header, name: str) -> bytes:
-    """Exactly the stored bytes of tensor `name`."""
-    info = _lookup(header, name)
+def _check_size(source: ByteSource, header: Header) -> None:
     size = source.size()
     if size != header.file_size:
         raise TensorReadError(
@@ -103,11 +104,9 @@ def read_tensor_bytes(source: ByteSource, header: Header, name: str) -> bytes:
             " as when its header was read (changed on disk, or another file?)",
             "file_changed",
         )
-    return source.read(info.abs_begin, info.nbytes)
 
 
-def read_tensor(source: ByteSource, header: Header, name: str) -> np.ndarray:
-    """The values of tensor `name`, shaped as the header says (read-only array)."""
+def _readable(header: Header, name: str) -> TensorInfo:
     info = _lookup(header, name)
     if info.dtype not in READABLE_DTYPES:
         raise TensorReadError(
@@ -115,15 +114,44 @@ def read_tensor(source: ByteSource, header: Header, name: str) -> np.ndarray:
             f" decoded here, expected one of {', '.join(READABLE_DTYPES)}",
             "unsupported_dtype",
         )
-    raw = read_tensor_bytes(source, header, name)
-    if info.dtype in _NATIVE:
-        values = np.frombuffer(raw, dtype=np.dtype(_NATIVE[info.dtype]))
-    elif info.dtype == "BF16":
+    return info
+
+
+def _decode(raw: bytes, dtype: str) -> np.ndarray:
+    if dtype in _NATIVE:
+        return np.frombuffer(raw, dtype=np.dtype(_NATIVE[dtype]))
+    if dtype == "BF16":
         # BF16 is the top half of a float32: widening by a shift is exact, NaN payloads included.
         bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
-        values = bits.view(np.float32)
-    else:
-        values = _TABLES[info.dtype][np.frombuffer(raw, dtype=np.uint8)]
-    values = values.reshape(info.shape)
+        return bits.view(np.float32)
+    return _TABLES[dtype][np.frombuffer(raw, dtype=np.uint8)]
+
+
+def read_tensor_bytes(source: ByteSource, header: Header, name: str) -> bytes:
+    """Exactly the stored bytes of tensor `name`."""
+    info = _lookup(header, name)
+    _check_size(source, header)
+    return source.read(info.abs_begin, info.nbytes)
+
+
+def read_tensor(source: ByteSource, header: Header, name: str) -> np.ndarray:
+    """The values of tensor `name`, shaped as the header says (read-only array)."""
+    info = _readable(header, name)
+    values = _decode(read_tensor_bytes(source, header, name), info.dtype).reshape(info.shape)
     values.flags.writeable = False
     return values
+
+
+def iter_tensor_chunks(source: ByteSource, header: Header, name: str, chunk_bytes: int = 8 << 20
+                       ) -> Iterator[np.ndarray]:
+    """The values of tensor `name`, flat, a read of at most ~chunk_bytes at a time (whole
+    elements), so that a tensor of any size is looked at without holding it. A tensor that
+    fits in one chunk is one read, as with read_tensor."""
+    info = _readable(header, name)
+    _check_size(source, header)
+    item = DTYPES[info.dtype] // 8
+    step = max(item, chunk_bytes - chunk_bytes % item)
+    for start in range(0, info.nbytes, step):
+        values = _decode(source.read(info.abs_begin + start, min(step, info.nbytes - start)), info.dtype)
+        values.flags.writeable = False
+        yield values

@@ -2,32 +2,71 @@
 
 Each command lives in its own module and registers itself on `app` when
 imported. The boundary sits in the group's `invoke`, so Typer's CliRunner in the
-tests goes through the same path as the console script: an HcError becomes one
-line on stderr and its exit code. HC_DEBUG=1 lets the traceback through.
+tests goes through the same path as the console script: whatever a command
+raises becomes one line on stderr and an exit code chosen by the exception's
+type (`describe`). HC_DEBUG=1 adds the traceback and keeps the code.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 
 import typer
 from typer.core import TyperGroup
 
 from hccli import __version__
-from hccli.errors import HcError
+from hccli.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, HcError
+
+
+def describe(exc: BaseException) -> tuple[str, int]:
+    """The one line and the exit code for an exception that reached the boundary."""
+    from hccli.cli.output import plain  # only on the way out: start-up stays lean
+
+    if isinstance(exc, HcError):
+        return f"hc: error: {plain(exc.message)}", exc.exit_code
+    if isinstance(exc, (KeyboardInterrupt, typer.Abort)):  # Typer would end an Abort with 1: findings
+        return "hc: interrupted", EXIT_INTERRUPTED
+    if isinstance(exc, OSError):
+        # EACCES, EROFS, ENOSPC, EIO ...: the user's to act on, so it names the path, not our code
+        what = exc.strerror or str(exc) or type(exc).__name__
+        paths = [os.fsdecode(p) for p in (exc.filename, exc.filename2) if p is not None]
+        where = " -> ".join(plain(p) for p in paths)
+        return f"hc: error: {where + ': ' if where else ''}{plain(what)}", EXIT_INPUT
+    detail = plain(str(exc))[:300]
+    return (f"hc: internal error: {type(exc).__name__}{': ' + detail if detail else ''} "
+            "(HC_DEBUG=1 for the traceback)", EXIT_INTERNAL)
+
+
+def _quiet_stdout() -> None:
+    # The reader went away (`hc ... | head -1`): point stdout at /dev/null so that the
+    # flush at exit does not fail a second time and turn a clean end into exit 120.
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # CliRunner's stdout has no descriptor
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 class _HcGroup(TyperGroup):
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except HcError as exc:
+        except (typer.Exit, typer.TyperException):
+            raise  # Typer's own ends: --help, typer.Exit(code), usage errors (exit 2 with the usage)
+        except BrokenPipeError:
+            _quiet_stdout()
+            raise typer.Exit(EXIT_OK) from None
+        except (Exception, KeyboardInterrupt) as exc:
+            line, code = describe(exc)
             if os.environ.get("HC_DEBUG") == "1":
-                raise
-            typer.echo(f"hc: error: {exc.message}", err=True)
-            raise typer.Exit(exc.exit_code) from None
-        except BrokenPipeError:  # `hc ... | head`
-            raise typer.Exit(0) from None
+                import traceback
+
+                traceback.print_exc()
+            typer.echo(line, err=True)
+            raise typer.Exit(code) from None
 
 
 app = typer.Typer(
@@ -35,6 +74,7 @@ app = typer.Typer(
     cls=_HcGroup,
     help=(
         "Count, inspect and run the hyper-connections (mHC) of DeepSeek-V4-family models.\n\n"
+        "Exit codes: 0 ok, 1 verify found errors, 2 bad usage or input, 70 internal error, 130 interrupted. "
         "Set HC_DEBUG=1 to see tracebacks."
     ),
     no_args_is_help=True,
@@ -53,7 +93,8 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version and exit."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                 help="Show the version and exit."),
 ) -> None:
     """hc: hyper-connections of DeepSeek-V4-family models."""
 
@@ -85,8 +126,17 @@ def register(names=None) -> typer.Typer:
 def main() -> None:
     # Typer builds every registered command's parameters at each start; a run of
     # one command registers only that one (start-up time), --help and the rest all.
-    import sys
-
     first = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
     register([first] if first in COMMANDS and "--help" not in sys.argv and "-h" not in sys.argv else None)
-    app()
+    try:
+        app()
+    except SystemExit as done:
+        code = done.code
+    else:
+        code = EXIT_OK
+    try:
+        sys.stdout.flush()  # what is still buffered goes now, where a closed pipe can be told apart
+    except BrokenPipeError:
+        _quiet_stdout()
+        code = EXIT_OK
+    sys.exit(code)

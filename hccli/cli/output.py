@@ -1,7 +1,13 @@
-"""The only place that prints: rich renderables for people, JSON for scripts."""
+"""The only place that prints: rich renderables for people, JSON for scripts.
+
+Numbers are never cut: piped output is not wrapped at all (a line there is data),
+and on a terminal a table column too narrow for its cells folds them onto a
+second line instead of ending them in "...".
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import sys
@@ -15,10 +21,24 @@ _stdout: Console | None = None
 _stderr: Console | None = None
 
 
+# Wide enough that no real line wraps; rich pads nothing to it (tables are not expanded).
+_PIPE_WIDTH = 100_000
+
+
+class _Console(Console):
+    def on_broken_pipe(self) -> None:
+        # rich would exit 1 here, which reads as "verify found errors"; the error
+        # boundary ends a closed pipe (`hc ... | head -1`) with 0 instead.
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def console() -> Console:
     global _stdout
     if _stdout is None:
-        _stdout = Console(highlight=False, soft_wrap=False)
+        _stdout = _Console(highlight=False, soft_wrap=False)
+        if not _stdout.is_terminal:
+            _stdout = _Console(highlight=False, soft_wrap=False, width=_PIPE_WIDTH)
     return _stdout
 
 
@@ -29,31 +49,80 @@ def err_console() -> Console:
     return _stderr
 
 
-def _finite(obj: Any) -> Any:
-    # JSON has no NaN/Infinity: a non-finite float (a damaged HC value, say) becomes
-    # the string "nan", "inf" or "-inf", so that the document stays valid JSON.
-    if isinstance(obj, float) and not math.isfinite(obj):
+_SCALARS = (str, int, bool, type(None))
+_EXACT_SCALARS = frozenset(_SCALARS)
+_FIELDS: dict[type, tuple[str, ...]] = {}  # field names per dataclass: a tensor list has ~100k rows
+
+
+def to_jsonable(obj: Any) -> Any:
+    """Report dataclasses (and the dicts, lists and tuples in them) as JSON values: a
+    dataclass is an object of its fields in declaration order. JSON has no NaN/Infinity:
+    a non-finite float (a damaged HC value, say) becomes "nan", "inf" or "-inf"."""
+    kind = type(obj)
+    if kind in _EXACT_SCALARS:
+        return obj
+    if kind is float or isinstance(obj, float):
+        if math.isfinite(obj):
+            return obj
         return "nan" if obj != obj else ("inf" if obj > 0 else "-inf")
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, _SCALARS):
+        return obj
+    plain_ = _EXACT_SCALARS  # a call per value only where one is needed: ~100k rows of 6 fields
     if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
+        return [v if type(v) in plain_ else to_jsonable(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: v if type(v) in plain_ else to_jsonable(v) for k, v in obj.items()}
+    names = _FIELDS.get(kind)
+    if names is None:
+        if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
+            raise TypeError(f"no JSON form for {kind.__name__}")
+        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(obj))
+    out = {}
+    for name in names:
+        v = getattr(obj, name)
+        out[name] = v if type(v) in plain_ else to_jsonable(v)
+    return out
+
+
+@contextmanager
+def _writing_stdout() -> Iterator[None]:
+    # An OSError on stdout (ENOSPC on a full disk, EIO) carries no file name; the error
+    # boundary's line should still say where. A closed pipe stays a BrokenPipeError.
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        if exc.filename is not None:
+            raise
+        raise OSError(exc.errno, exc.strerror or str(exc), "standard output") from exc
 
 
 def emit_json(obj: Any) -> None:
     """Write one JSON document to stdout (no rich markup, no wrapping)."""
-    try:
-        text = json.dumps(obj, indent=2, allow_nan=False)
-    except ValueError:
-        text = json.dumps(_finite(obj), indent=2, allow_nan=False)
-    sys.stdout.write(text + "\n")
-    sys.stdout.flush()
+    text = json.dumps(to_jsonable(obj), indent=2, allow_nan=False) + "\n"
+    with _writing_stdout():
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def _unclipped(r: Any) -> Any:
+    # A column's default overflow ends a long cell in "..."; a number cut that way is a
+    # wrong number, so every table here folds instead.
+    from rich.table import Table  # here, not at import: count-params starts without it
+
+    if isinstance(r, Table):
+        for col in r.columns:
+            if col.overflow in ("ellipsis", "crop"):
+                col.overflow = "fold"
+            col.no_wrap = False
+    return r
 
 
 def show(*renderables: Any) -> None:
-    for r in renderables:
-        console().print(r)
+    with _writing_stdout():
+        for r in renderables:
+            console().print(_unclipped(r))
 
 
 def note(text: str) -> None:
@@ -61,12 +130,16 @@ def note(text: str) -> None:
     err_console().print(text)
 
 
-def safe(text: str) -> str:
-    """Escape rich markup and control characters in text that came from a file."""
-    cleaned = "".join(
+def plain(text: str) -> str:
+    """Escape control characters in text that came from a file or server (for plain echo)."""
+    return "".join(
         ch if (ch.isprintable() or ch == " ") else ch.encode("unicode_escape").decode("ascii") for ch in text
     )
-    return escape(cleaned)
+
+
+def safe(text: str) -> str:
+    """Escape rich markup and control characters in text that came from a file."""
+    return escape(plain(text))
 
 
 class _NoProgress:

@@ -9,7 +9,10 @@ from rich.text import Text
 from rich.tree import Tree
 
 from hccli.cli.output import safe
-from hccli.inspect_report import InspectReport
+from hccli.inspect_report import HcSplitEntry, InspectReport
+
+# findings of one code shown to people; --json has them all
+FINDINGS_SHOWN_PER_CODE = 20
 
 
 def _n(x: int) -> str:
@@ -40,8 +43,8 @@ def _summary(r: InspectReport) -> Iterator[Any]:
     t = Table(show_edge=False, title="Bytes per dtype", title_justify="left")
     for col in ("dtype", "tensors", "bytes"):
         t.add_column(col, justify="left" if col == "dtype" else "right")
-    for k, v in sorted(r.dtypes.items(), key=lambda kv: -kv[1]["bytes"]):
-        t.add_row(k, _n(v["tensors"]), f"{_n(v['bytes'])} ({v['bytes'] / 1e9:,.2f} GB)")
+    for k, v in sorted(r.dtypes.items(), key=lambda kv: -kv[1].bytes):
+        t.add_row(k, _n(v.tensors), f"{_n(v.bytes)} ({v.bytes / 1e9:,.2f} GB)")
     yield t
     if c.config_error:
         yield Text.from_markup(f"[yellow]note:[/] config.json not used: {safe(c.config_error)}")
@@ -57,13 +60,13 @@ def _tree(r: InspectReport) -> Iterator[Any]:
     yield root
 
 
-def _rows(r: InspectReport, limit: int) -> Iterator[Any]:
+def _rows(r: InspectReport, limit: int, filters: str) -> Iterator[Any]:
     rows = r.rows or []
-    t = Table(title=f"Tensors ({r.filters or 'all'}): {len(rows):,}", title_justify="left", show_edge=False)
+    t = Table(title=f"Tensors ({safe(filters) or 'all'}): {len(rows):,}", title_justify="left", show_edge=False)
     for col in ("name", "dtype", "shape", "bytes", "shard"):
         t.add_column(col, justify="right" if col == "bytes" else "left", overflow="fold")
     for row in rows[:limit]:
-        t.add_row(safe(row["name"]), row["dtype"], str(row["shape"]), _n(row["bytes"]), safe(row["shard"]))
+        t.add_row(safe(row.name), row.dtype, str(list(row.shape)), _n(row.bytes), safe(row.shard))
     yield Text("")
     yield t
     if len(rows) > limit:
@@ -76,7 +79,8 @@ def _hc_table(r: InspectReport) -> Iterator[Any]:
     for col in ("layer", "site", "scale", "comb diagonal, base alone"):
         t.add_column(col)
     for e in r.hc:
-        diag = " ".join(f"{e.comb_from_base[j][j]:.3f}" for j in range(e.hc)) if e.comb_from_base else "-"
+        diag = (" ".join(f"{e.comb_from_base[j][j]:.3f}" for j in range(e.hc))
+                if isinstance(e, HcSplitEntry) else "-")
         label = str(e.layer) if e.name == f"layers.{e.layer}" else f"{e.layer} {safe(e.name)}"
         t.add_row(label, e.site, " ".join(f"{x:.3g}" for x in e.scale), diag)
     yield Text("")
@@ -103,12 +107,12 @@ def _hc_detail(r: InspectReport) -> Iterator[Any]:
     for e in r.hc:
         yield Text.from_markup(f"\n[bold]{safe(e.name)} (layer {e.layer}), {e.site} site[/]: "
                                f"scale {_vec(e.scale)}")
-        p = e.parts()
-        yield Text(f"  pre offsets  {_vec(p['pre'])}\n  pre weights (base alone)  {_vec(e.pre_from_base)}")
-        if e.site == "head":
+        p = e.base_parts
+        yield Text(f"  pre offsets  {_vec(p.pre)}\n  pre weights (base alone)  {_vec(e.pre_from_base)}")
+        if not isinstance(e, HcSplitEntry):
             continue
-        yield Text(f"  post offsets {_vec(p['post'])}\n  post weights (base alone) {_vec(e.post_from_base)}")
-        yield _matrix("  comb offsets (streams count from 1)", p["comb"], "+.4f", sums=False)
+        yield Text(f"  post offsets {_vec(p.post)}\n  post weights (base alone) {_vec(e.post_from_base)}")
+        yield _matrix("  comb offsets (streams count from 1)", p.comb, "+.4f", sums=False)
         yield _matrix("  comb matrix from the base alone (mixes = 0)", e.comb_from_base, ".4f", sums=True)
 
 
@@ -128,20 +132,30 @@ def _findings(r: InspectReport) -> Iterator[Any]:
     t = Table(title=f"verify: {errors} errors, {warnings} warnings", title_justify="left", show_edge=False)
     for col in ("severity", "code", "message"):
         t.add_column(col, overflow="fold")
+    shown: dict[str, int] = {}
     for f in fs:
-        color = "red" if f.severity == "error" else "yellow"
-        t.add_row(f"[{color}]{f.severity}[/]", f.code, safe(f.message))
+        shown[f.code] = shown.get(f.code, 0) + 1
+        if shown[f.code] <= FINDINGS_SHOWN_PER_CODE:
+            color = "red" if f.severity == "error" else "yellow"
+            t.add_row(f"[{color}]{f.severity}[/]", f.code, safe(f.message))
+    for code, n in shown.items():
+        if n > FINDINGS_SHOWN_PER_CODE:
+            more = n - FINDINGS_SHOWN_PER_CODE
+            t.add_row("", code, f"... and {more:,} more {code} findings (--json lists all {n:,})")
     yield Text("")
     yield t
 
 
-def renderables(r: InspectReport, *, limit: int = 50, detail: bool = False) -> Iterator[Any]:
+def renderables(r: InspectReport, *, limit: int = 50, detail: bool = False, filters: str = "") -> Iterator[Any]:
     yield from _summary(r)
     yield from _tree(r)
     if r.rows is not None:
-        yield from _rows(r, limit)
+        yield from _rows(r, limit, filters)
     if r.hc:
         yield from (_hc_detail(r) if detail else _hc_table(r))
+    elif r.hc_sites:
+        yield Text(f"\n{r.hc_sites} HC sites whose tensors yield no values (incomplete, not F32, or shapes "
+                   "past the bounds; --verify says which)")
     else:
         yield Text("\nno hc_* tensors in this checkpoint")
     if r.findings is not None:

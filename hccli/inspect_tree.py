@@ -1,0 +1,94 @@
+"""Totals and the collapsed tree of `hc inspect`, from headers alone (no values read)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from operator import attrgetter
+
+from hccli.checkpoint.header import DTYPES, TensorInfo
+from hccli.layers import format_ranges
+
+_BEGIN, _END = attrgetter("begin"), attrgetter("end")
+
+
+def by_dtype(tensors: dict) -> dict[str, list[TensorInfo]]:
+    """The tensors grouped by dtype, dtypes in order of first appearance."""
+    groups: dict[str, list[TensorInfo]] = {}
+    for _, t in tensors.values():
+        group = groups.get(t.dtype)
+        if group is None:
+            group = groups[t.dtype] = []
+        group.append(t)
+    return groups
+
+
+def stored_bytes(group: list[TensorInfo]) -> int:
+    return sum(map(_END, group)) - sum(map(_BEGIN, group))  # the sum of nbytes, without a call per tensor
+
+
+def logical_params(tensors: dict, groups: dict[str, list[TensorInfo]] | None = None) -> int:
+    """Parameters from headers alone: an I8 weight whose sibling F8_E8M0 scale has one
+    value per 32 inputs is packed fp4 (two parameters a byte); scales count 0.
+    `groups` is by_dtype(tensors) when the caller has it already."""
+    groups = by_dtype(tensors) if groups is None else groups
+    # A validated entry's bytes are exactly its elements x bits / 8, so a dtype's elements are
+    # its bytes x 8 / bits: no product of dims per tensor.
+    total = sum(stored_bytes(g) * 8 // DTYPES[d] for d, g in groups.items() if d != "F8_E8M0")
+    get = tensors.get
+    for t in groups.get("I8", ()):
+        shape = t.shape
+        if len(shape) == 2 and t.name.endswith(".weight"):
+            sib = get(t.name[:-7] + ".scale")
+            if sib is not None:
+                # One scale per 32 fp4 values, two values a byte: [rows, cols] beside [rows, cols / 16].
+                s = sib[1]
+                if s.dtype == "F8_E8M0" and s.shape == (shape[0], shape[1] // 16) and shape[1] % 16 == 0:
+                    total += shape[0] * shape[1]  # packed fp4: its elements count a second time
+    return total
+
+
+@dataclass
+class TreeNode:
+    label: str
+    count: int
+    detail: str = ""
+    children: list["TreeNode"] = field(default_factory=list)
+
+
+def build_tree(tensors: dict) -> list[TreeNode]:
+    """Collapse repeated layers: `layers.[0-39] x40` with the tensors every member
+    holds, and the exceptions (`in 2,8,14,20`); inner numbers (experts) collapse too."""
+    tops: dict[str, list] = {}  # key -> [members, templates, first info]
+    for name, (_, t) in tensors.items():
+        parts = name.split(".")
+        if len(parts) > 2 and parts[1].isdigit():
+            top = tops.get(parts[0])
+            if top is None:
+                top = tops[parts[0]] = [set(), {}, t]
+            member = int(parts[1])
+            top[0].add(member)
+            rest = parts[2:]
+            inner = [int(p) for p in rest if p.isdigit()]
+            tpl = ".".join(["#" if p.isdigit() else p for p in rest]) if inner else ".".join(rest)
+            entry = top[1].get(tpl)
+            if entry is None:
+                entry = top[1][tpl] = [set(), set(), 0, set()]
+            entry[0].add(member)
+            entry[1].update(inner)
+            entry[2] += 1
+            entry[3].add((t.dtype, t.shape))
+        else:
+            tops.setdefault(name, [set(), {}, t])
+    nodes = []
+    for key, (members, templates, info) in tops.items():
+        if not members:
+            nodes.append(TreeNode(key, 1, f"{info.dtype} {list(info.shape)}"))
+            continue
+        node = TreeNode(f"{key}.[{format_ranges(sorted(members))}]", len(members), f"x{len(members)}")
+        for tpl, (where_set, inner, count, sigs) in templates.items():
+            label = tpl.replace("#", f"[{format_ranges(sorted(inner))}]", 1) if inner else tpl
+            sig = "; ".join(f"{d} {list(s)}" for d, s in sorted(sigs)) if len(sigs) <= 2 else f"{len(sigs)} shapes"
+            where = "" if where_set == members else f" in {format_ranges(sorted(where_set))}"
+            node.children.append(TreeNode(label, count, f"{sig} x{count}{where}"))
+        nodes.append(node)
+    return nodes

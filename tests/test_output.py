@@ -1,0 +1,62 @@
+"""The output layer: numbers are never cut, piped lines are not wrapped, JSON from dataclasses."""
+
+import math
+import re
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.table import Table
+
+from conftest import SAMPLES, run_hc
+from hccli.cli import output
+
+
+def test_piped_tables_keep_every_figure_whole():
+    # CliRunner's stdout is no terminal, as a pipe: V4-Pro's figures once ended in "..."
+    cfg = SAMPLES / "deepseek-v4-pro.json"
+    model = run_hc("count-params", cfg, "--model", "--json").json()["model"]
+    out = run_hc("count-params", cfg, "--model").stdout
+    assert "…" not in out and "..." not in out
+    assert f"{model['stored_bytes']:,}" in out or f"{model['logical_params']:,}" in out
+
+
+def test_piped_long_lines_are_not_wrapped(tmp_path):
+    from ckpt_tools import tiny
+
+    out = run_hc("inspect", tiny(tmp_path / "t")).stdout
+    summary = [line for line in out.splitlines() if "stored bytes" in line]
+    assert len(summary) == 1 and len(summary[0]) > 80 and "logical parameters (" in summary[0]
+
+
+def test_a_narrow_terminal_folds_numbers_instead_of_cutting_them(monkeypatch):
+    narrow = output._Console(width=24, force_terminal=False, highlight=False)
+    monkeypatch.setattr(output, "_stdout", narrow)
+    figure = "1,598,839,674,752,123,456"
+    t = Table("component", "parameters")
+    t.add_row("Mix projection (fn)", figure)
+    with narrow.capture() as cap:
+        output.show(t)
+    text = cap.get()
+    assert "…" not in text
+    digits = "".join(re.findall(r"[\d,]+", text))
+    assert figure in digits
+
+
+@dataclass(frozen=True)
+class _Row:
+    name: str
+    values: tuple
+
+
+@dataclass(frozen=True)
+class _Doc:
+    rows: list
+    by: dict
+    missing: object = None
+
+
+def test_to_jsonable_keeps_field_order_and_names_non_finite_floats():
+    doc = _Doc([_Row("a", (1.5, math.nan, -math.inf))], {"x": _Row("b", ())})
+    assert output.to_jsonable(doc) == {"rows": [{"name": "a", "values": [1.5, "nan", "-inf"]}],
+                                       "by": {"x": {"name": "b", "values": []}}, "missing": None}
+    assert list(output.to_jsonable(doc)) == ["rows", "by", "missing"]
