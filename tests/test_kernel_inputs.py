@@ -59,7 +59,7 @@ def test_sample_is_fixed_finite_and_comes_with_parameters():
 
 def test_sample_gives_a_non_trivial_comb():
     torch = pytest.importorskip("torch")
-    from hccli.kernels.reference import hc_split_sinkhorn_torch
+    from hccli.kernels.torch_ref import hc_split_sinkhorn_torch
 
     s = sample_mixes()
     pre, post, comb = hc_split_sinkhorn_torch(s.mixes, s.hc_scale, s.hc_base)

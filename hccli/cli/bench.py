@@ -1,4 +1,4 @@
-"""`hc bench`: time the split-Sinkhorn implementations (reference kernel, torch, exact, fast) on a GPU."""
+"""`hc bench`: time the split-Sinkhorn implementations (block, torch, exact, fast) on a GPU."""
 
 
 from typing import Annotated, List, Optional
@@ -16,6 +16,8 @@ EPILOG = """Examples:
 
   hc bench --json > bench.json                    # with device, driver and versions
 
+  hc bench --host                                 # also the host time of one eager call
+
   hc bench --device cpu                           # no GPU: the torch reference on the CPU
 """
 
@@ -25,7 +27,7 @@ def bench_cmd(
     tokens: Annotated[Optional[List[int]], typer.Option("--tokens", "-t", help="Token counts to time (repeat "
                                                         "the option; default 1, 64, 4096, 65536, 1M, 16M on a "
                                                         "GPU, up to 65536 on the CPU).", min=1)] = None,
-    impl: Annotated[Optional[List[str]], typer.Option("--impl", help="reference, torch, exact or fast (repeat; "
+    impl: Annotated[Optional[List[str]], typer.Option("--impl", help="block, torch, exact or fast (repeat; "
                                                       "default all that can run here).")] = None,
     device: Annotated[Optional[str], typer.Option("--device", help="cuda, cuda:N or cpu (default: the first "
                                                   "CUDA device).")] = None,
@@ -37,14 +39,17 @@ def bench_cmd(
     warmup: Annotated[int, typer.Option("--warmup", help="Untimed calls first (they also build the "
                                         "kernels).", min=0)] = 3,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the random inputs.", min=0)] = 0,
+    host: Annotated[bool, typer.Option("--host", help="Also time the host side of one eager call (raw launch, "
+                                       "public call with and without preallocated outputs) at n = 1, 64, "
+                                       "4096.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
     """Time every implementation of the split-Sinkhorn op over a range of token counts.
 
     Per token count: time per call, tokens/s, GB/s (192 bytes a token for hc 4) and
     the share of the device's copy bandwidth (measured in the same run), speed-up
-    over the reference kernel, and the largest difference from its outputs (the
-    exact kernel's should be 0: bit-identical). Without a GPU, --device cpu times
+    over the block kernel (the published reference kernel's shape), and the largest
+    difference from its outputs (the exact kernel's should be 0: bit-identical). Without a GPU, --device cpu times
     the torch reference.
     """
     from hccli.cli import render_bench
@@ -54,7 +59,7 @@ def bench_cmd(
     with progress_bar("timing") as tick:
         result = run_bench(tuple(tokens) if tokens else None, tuple(impl) if impl else ALL_IMPLS,
                            hc_mult=hc_mult, sinkhorn_iters=iters, eps=eps, device=device, reps=reps,
-                           warmup=warmup, seed=seed, progress=tick)
+                           warmup=warmup, seed=seed, host=host, progress=tick)
     if json_out:
         emit_json(result.to_json())
     else:

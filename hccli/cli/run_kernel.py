@@ -28,8 +28,8 @@ EPILOG = """Examples:
 @app.command("run-kernel", epilog=EPILOG)
 def run_kernel_cmd(
     impl: Annotated[str, typer.Option("--impl", help="auto (the exact kernel on a CUDA GPU, else torch), exact "
-                                      "(bit-identical to the reference kernel, fast), fast (within 1e-6, fastest), "
-                                      "tilelang (the reference kernel) or torch.")] = "auto",
+                                      "(bit-identical to block, fast), fast (within 1e-6, fastest), block (the "
+                                      "published reference kernel's shape) or torch.")] = "auto",
     device: Annotated[Optional[str], typer.Option("--device", help="cpu, cuda or cuda:N (default: chosen "
                                                   "by --impl).")] = None,
     tokens: Annotated[Optional[int], typer.Option("--tokens", "-t", help="Random mixes (or hidden states) of "
@@ -62,7 +62,7 @@ def run_kernel_cmd(
     """Run the split-Sinkhorn op (pre, post and the 4 x 4 comb matrix) over sample mixes.
 
     On a CUDA GPU with tilelang installed, the exact tilelang kernel runs (bit-identical
-    to the reference kernel); elsewhere the torch reference does, and the output says
+    to the published reference kernel); elsewhere the torch reference does, and the output says
     which ran and where. The input is the bundled sample unless --tokens, --mixes,
     --hidden/--hidden-file or --checkpoint say otherwise.
     """

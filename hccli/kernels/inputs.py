@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from hccli.errors import HcError
-from hccli.kernels.reference import mix_width
+from hccli.vocab import mix_width
 
 # The bundled sample. Its numbers come from nowhere but these seeds: a hidden
 # state h ~ N(0, 1) of SAMPLE_TOKENS tokens x hc streams x SAMPLE_DIM features and an

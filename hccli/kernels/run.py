@@ -16,7 +16,7 @@ import numpy as np
 
 from hccli.errors import HcError
 from hccli.kernels import inputs
-from hccli.kernels.reference import mix_width
+from hccli.vocab import mix_width
 
 DEFAULT_ITERS = 20
 DEFAULT_EPS = 1e-6
