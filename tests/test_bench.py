@@ -63,7 +63,9 @@ def test_cpu_mode_table(hc):
 @pytest.mark.parametrize("args,needle", [
     (["--impl", "fastest"], "unknown to hc bench"),
     (["--device", "meta"], "not supported"),
-    (["--eps", "-1"], "eps must be"),
+    (["--eps", "-1"], "--eps -1.0: expected a finite number >= 0"),
+    (["--hc-mult", "65"], "--hc-mult 65: expected at least 1 and at most 64"),
+    (["--impl", "tilelang", "--tokens", "0"], "--tokens 0: expected at least 1"),
 ])
 def test_bad_options_are_one_line_errors(hc, args, needle):
     r = hc("bench", "--device", "cpu", *args) if "--device" not in args else hc("bench", *args)

@@ -148,7 +148,8 @@ def test_save_golden_vectors(tmp_path):
     (None, ["--checkpoint", "{p}/ck", "--layer", "30"], "no hc_attn_* tensors for layer 30"),
     (None, ["--checkpoint", "{p}/ck"], "--layer"),
     (None, ["--save", "{p}/ck/out.safetensors", "--checkpoint", "{p}/ck", "--layer", "1"], "never writes there"),
-    (None, ["--tokens", "3", "--mixes", "{p}/m.npy"], "give one"),
+    (lambda p: np.save(p / "m.npy", np.zeros((2, 24), np.float32)), ["--tokens", "3", "--mixes", "{p}/m.npy"],
+     "give one"),
     (None, ["--iters", "0"], "at least 1"),
 ])
 def test_bad_input_one_line_exit_2(tmp_path, make, args, words):
