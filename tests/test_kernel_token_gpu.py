@@ -228,6 +228,15 @@ def test_fast_path_gives_the_checked_paths_results(kernels):
         out = _poisoned((513,), 4)
         assert all(a is b for a, b in zip(k(mixes, scale, base, out=out), out))
         assert all(torch.equal(a, b) for a, b in zip(out, want))
+        # out= triples are remembered by object and data pointer: alternating, re-used, smaller ones all right
+        out2 = _poisoned((513,), 4)
+        for o in (out2, out, out2):
+            assert all(a is b for a, b in zip(k(mixes, scale, base, out=o), o))
+        assert all(torch.equal(a, b) for a, b in zip(out2, want))
+        small = _poisoned((5,), 4)
+        k(mixes[:5], scale, base, out=small)
+        assert all(torch.equal(a, b[:5]) for a, b in zip(small, want))
+        assert k(mixes, scale, base)[2].shape == (513, 4, 4)
         # scale and base are used as given, never a stale copy: an in-place change reaches the kernel
         scale.mul_(0.5)
         changed = k(mixes, scale, base)

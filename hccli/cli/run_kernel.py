@@ -70,7 +70,7 @@ def run_kernel_cmd(
                                                       "from this checkpoint (a path, or hf://org/name).")] = None,
     layer: LayerOpt = None,
     site: SiteOpt = "attn",
-    hidden: Annotated[bool, typer.Option("--hidden", help="Start from a random hidden state [tokens, hc, dim] "
+    hidden: Annotated[bool, typer.Option("--hidden", help="Start from a random hidden state \\[tokens, hc, dim] "
                                          "and compute the mixes as the model does.")] = False,
     hidden_file: HiddenFileOpt = None,
     dim: Annotated[Optional[int], typer.Option("--dim", callback=_at_least("--dim", 1), help="Width of the random "

@@ -1,11 +1,12 @@
 """The `block` kernel: the split-Sinkhorn op in tilelang, float32, one 64-thread block per token.
 
 Tested against the torch reference (`ref_program`, imported first below) within
-1e-6 and against the published reference kernel (DeepSeek-V4.1-Flash
-inference/kernel.py 406-474) bit for bit, whose float32 results it reproduces;
-so its shape is kept deliberately the published kernel's: one 64-thread block per token, the token's mix row
-staged in shared memory, the hc x hc comb matrix in a register fragment, and the
-row and column sums taken with `T.reduce_sum`. The fragment layout that
+1e-6, and against the published reference kernel (DeepSeek-V4.1-Flash
+inference/kernel.py 406-474) bit for bit: it reproduces that kernel's float32
+results, so its shape is deliberately the published kernel's: one 64-thread
+block per token, the token's mix row staged in shared memory, the hc x hc comb
+matrix in a register fragment, and the row and column sums taken with
+`T.reduce_sum`. The fragment layout that
 tilelang infers for 64 threads decides the summation order ((x0+x2)+(x1+x3) for
 hc = 4), so the thread count and the sequence of reduces and element-wise steps
 must not change; `benchmarks/kernel_seed_check.py` holds us to that on a GPU.
