@@ -27,7 +27,7 @@ import numpy as np
 from hccli.errors import HcError
 from hccli.kernels.files import load_float_array, read_safetensors_tensors
 from hccli.kernels.limits import check_count, check_hc_mult
-from hccli.vocab import DEFAULT_NORM_EPS, mix_width
+from hccli.vocab import DEFAULT_HC_MULT, DEFAULT_NORM_EPS, mix_width
 
 # The bundled sample. Its numbers come from nowhere but these seeds: a hidden
 # state h ~ N(0, 1) of SAMPLE_TOKENS tokens x hc streams x SAMPLE_DIM features and an
@@ -77,7 +77,7 @@ def _check_count(what: str, value: Any, minimum: int = 1) -> int:
 # ---- (a) the bundled sample ----------------------------------------------------
 
 
-def sample_params(hc_mult: int = 4) -> tuple[np.ndarray, np.ndarray]:
+def sample_params(hc_mult: int = DEFAULT_HC_MULT) -> tuple[np.ndarray, np.ndarray]:
     """(hc_scale [3], hc_base [(2+hc)*hc]) that go with the bundled sample."""
     hc = check_hc_mult(hc_mult, "the op parameters")
     scale = np.asarray(SAMPLE_SCALE, dtype=np.float32)
@@ -86,14 +86,14 @@ def sample_params(hc_mult: int = 4) -> tuple[np.ndarray, np.ndarray]:
     return scale, base
 
 
-def sample_mixes(hc_mult: int = 4) -> MixesInput:
+def sample_mixes(hc_mult: int = DEFAULT_HC_MULT) -> MixesInput:
     """The bundled default input: 4 tokens, with the scale and base to use on them."""
     hc = check_hc_mult(hc_mult, "the op parameters")
     rng = np.random.default_rng(SAMPLE_SEED)
     hidden = rng.standard_normal((SAMPLE_TOKENS, hc, SAMPLE_DIM), dtype=np.float32)
     fn = _random_fn(rng, hc, SAMPLE_DIM)
     x = hidden.reshape(SAMPLE_TOKENS, hc * SAMPLE_DIM)
-    mixes = (x @ fn.T) / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + np.float32(1e-6))
+    mixes = (x @ fn.T) / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + np.float32(DEFAULT_NORM_EPS))
     scale, base = sample_params(hc)
     return _make(
         mixes,
@@ -112,7 +112,7 @@ def _random_fn(rng: np.random.Generator, hc: int, dim: int) -> np.ndarray:
 # ---- (b) random mixes -------------------------------------------------------------
 
 
-def random_mixes(tokens: int, seed: int = 0, hc_mult: int = 4, std: float = 1.0) -> MixesInput:
+def random_mixes(tokens: int, seed: int = 0, hc_mult: int = DEFAULT_HC_MULT, std: float = 1.0) -> MixesInput:
     """`tokens` rows of N(0, std^2) mixes from numpy's default_rng(seed)."""
     tokens = _check_count("tokens", tokens)
     hc = check_hc_mult(hc_mult, "the op parameters")
@@ -126,7 +126,7 @@ def random_mixes(tokens: int, seed: int = 0, hc_mult: int = 4, std: float = 1.0)
 # ---- (c) mixes from a file ----------------------------------------------------------
 
 
-def load_mixes(path: str | Path, hc_mult: int = 4) -> MixesInput:
+def load_mixes(path: str | Path, hc_mult: int = DEFAULT_HC_MULT) -> MixesInput:
     """Mixes from .safetensors (tensor `mixes`), .npy or .json, shape [..., (2+hc)*hc]."""
     hc = check_hc_mult(hc_mult, "the op parameters")
     width = mix_width(hc)
@@ -169,7 +169,7 @@ def hidden_mixes(
     tokens: int = SAMPLE_TOKENS,
     dim: int = SAMPLE_DIM,
     seed: int = 0,
-    hc_mult: int = 4,
+    hc_mult: int = DEFAULT_HC_MULT,
     path: str | Path | None = None,
     norm_eps: float = DEFAULT_NORM_EPS,
     fn: np.ndarray | None = None,
