@@ -1,12 +1,13 @@
-"""Device-only check: our tilelang kernels are bit-identical to the model's own kernel.
+"""Device-only check: our tilelang kernels are bit-identical to the published reference kernel.
 
-The model's kernel (DeepSeek-V4.1-Flash inference/kernel.py 406-474) is not part
-of the project; a transcription of it lives in the git-ignored .device/seed_kernel.py,
-which travels to the GPU machine. On fresh random inputs (mixes of the size the
-model's projection produces, random scale and base) at several token counts, the
-seed kernel, our port of it (tilelang_split) and the exact kernel (tilelang_fast)
-run, and every output of both must be torch.equal to the seed's (NaN where the
-seed has NaN). The fast kernel's largest difference from the seed is reported.
+The published reference kernel (DeepSeek-V4.1-Flash inference/kernel.py 406-474) is
+not part of the project; a transcription of it lives in the git-ignored
+.device/seed_kernel.py, which travels to the GPU machine. On fresh random inputs
+(mixes of the size the model's projection produces, random scale and base) at
+several token counts, the published kernel, the block kernel (block.py) and the
+exact kernel (exact.py) run, and every output of both must be torch.equal to the
+published kernel's (NaN where it has NaN). The fast kernel's largest difference
+from it is reported.
 
 Then the division the exact kernel shares per row/column: nvcc's fast-path
 sequence with one refined reciprocal, against IEEE `a / d`, on ~1.6e9 pairs
@@ -74,7 +75,7 @@ def division_check(torch, rounds: int = 12, n: int = 1 << 26) -> dict:
     import tilelang
     import tilelang.language as T
 
-    from hccli.kernels.tilelang_split import pass_configs
+    from hccli.kernels.tl_build import pass_configs
 
     nn = T.dynamic("nn")
 
@@ -85,7 +86,7 @@ def division_check(torch, rounds: int = 12, n: int = 1 << 26) -> dict:
             if i < nn:
                 dd = d[i]
                 y0 = T.fast_rcp(dd)
-                y = T.ieee_fmaf(y0, T.ieee_fmaf(-dd, y0, 1.0), y0)  # as tilelang_token_math.exact_token
+                y = T.ieee_fmaf(y0, T.ieee_fmaf(-dd, y0, 1.0), y0)  # as token_math.exact_token
                 q0 = T.ieee_fmaf(a[i], y, 0.0)
                 q = T.ieee_fmaf(y, T.ieee_fmaf(-dd, q0, a[i]), q0)
                 if T.reinterpret(q, "int32") != T.reinterpret(a[i] / dd, "int32"):
@@ -125,9 +126,10 @@ def main() -> int:
         print(f"kernel_seed_check: {args.seed_file} is missing (the transcribed seed kernel)", file=sys.stderr)
         return 2
 
-    from hccli.kernels.reference import hc_split_sinkhorn_torch
-    from hccli.kernels.tilelang_fast import hc_split_sinkhorn_exact, hc_split_sinkhorn_fast
-    from hccli.kernels.tilelang_split import hc_split_sinkhorn_tilelang
+    from hccli.kernels.block import hc_split_sinkhorn_block
+    from hccli.kernels.exact import hc_split_sinkhorn_exact
+    from hccli.kernels.fast import hc_split_sinkhorn_fast
+    from hccli.kernels.torch_ref import hc_split_sinkhorn_torch
 
     seed_mod = load_seed(args.seed_file)
     iters, eps = 20, 1e-6
@@ -154,7 +156,7 @@ def main() -> int:
             t0 = time.perf_counter()
             theirs = seed_mod.hc_split_sinkhorn(mixes.view(1, n, width), scale, base, hc, iters, eps)
             theirs = [t.view(n, *t.shape[2:]) for t in theirs]
-            ours = hc_split_sinkhorn_tilelang(mixes, scale, base, hc, iters, eps, out=poisoned(n, hc))
+            ours = hc_split_sinkhorn_block(mixes, scale, base, hc, iters, eps, out=poisoned(n, hc))
             exact = hc_split_sinkhorn_exact(mixes, scale, base, hc, iters, eps, out=poisoned(n, hc))
             fast = hc_split_sinkhorn_fast(mixes, scale, base, hc, iters, eps, out=poisoned(n, hc))
             ref = hc_split_sinkhorn_torch(mixes, scale, base, hc, iters, eps)
@@ -162,7 +164,7 @@ def main() -> int:
 
             row = {"hc": hc, "n": n, "std": std, "rng_seed": rs, "seconds": round(time.perf_counter() - t0, 3)}
             for name, a, e, f, b, r in zip(("pre", "post", "comb"), ours, exact, fast, theirs, ref):
-                for who, x in (("port", a), ("exact", e)):
+                for who, x in (("block", a), ("exact", e)):
                     equal = same(x, b)
                     ok &= equal
                     row[f"{name}_{who}_equal"] = equal
@@ -174,24 +176,24 @@ def main() -> int:
             torch.cuda.empty_cache()
 
     # the generated CUDA, compared with identifiers renamed: informative, the outputs decide
-    from hccli.kernels.tilelang_split import _jit_kernel
+    from hccli.kernels.block import compiled
 
     same_source = {}
     for hc in sorted({c[0] for c in CASES}):
         theirs_src = seed_mod.hc_split_sinkhorn_kernel(hc, iters, eps).get_kernel_source()
-        ours_src = _jit_kernel(hc, iters, float(eps)).get_kernel_source()
+        ours_src = compiled(hc, iters, float(eps)).get_kernel_source()
         same_source[hc] = normalise_source(theirs_src) == normalise_source(ours_src)
     print("generated CUDA identical up to names:", ", ".join(f"hc {k}: {v}" for k, v in same_source.items()))
 
     division = division_check(torch)
     ok &= division["mismatches"] == 0
 
-    print(f"{'hc':>3} {'n':>8} {'std':>5}  {'port pre/post/comb':>18}  {'exact pre/post/comb':>19}  "
+    print(f"{'hc':>3} {'n':>8} {'std':>5}  {'block pre/post/comb':>19}  {'exact pre/post/comb':>19}  "
           f"{'fast max|diff| comb':>19}  rng seed")
     for r in rows:
         flags = {who: "/".join("eq" if r[f"{k}_{who}_equal"] else f"x{r[f'{k}_{who}_mismatches']}"
-                               for k in ("pre", "post", "comb")) for who in ("port", "exact")}
-        print(f"{r['hc']:>3} {r['n']:>8} {r['std']:>5g}  {flags['port']:>18}  {flags['exact']:>19}  "
+                               for k in ("pre", "post", "comb")) for who in ("block", "exact")}
+        print(f"{r['hc']:>3} {r['n']:>8} {r['std']:>5g}  {flags['block']:>19}  {flags['exact']:>19}  "
               f"{r['comb_fast_maxdiff_seed']:>19.3g}  {r['rng_seed']}")
     print(f"division check: {division['pairs']:,} pairs, {division['mismatches']} mismatches")
     print("BIT-IDENTICAL: all cases" if ok else "MISMATCH: see rows above")

@@ -11,7 +11,7 @@ no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="tests the behavio
 ROW_KEYS = {"impl", "tokens", "ms", "ms_min", "calls", "samples", "tokens_per_s", "gbps", "pct_copy", "speedup",
             "max_diff", "differing"}
 DOC_KEYS = {"mode", "device", "device_name", "driver", "versions", "date", "hc_mult", "sinkhorn_iters", "eps",
-            "bytes_per_token", "copy_gbps", "reference", "statistic", "rows", "skipped"}
+            "bytes_per_token", "copy_gbps", "reference", "statistic", "rows", "skipped", "host"}
 
 
 def test_bytes_per_token():
@@ -36,7 +36,8 @@ def test_cpu_mode_times_torch_and_reports_json(hc):
     assert doc["mode"] == "cpu" and doc["device"] == "cpu" and doc["driver"] is None
     assert doc["hc_mult"] == 4 and doc["sinkhorn_iters"] == 5 and doc["bytes_per_token"] == 192
     assert doc["copy_gbps"] > 0 and doc["versions"]["torch"] == torch.__version__
-    assert set(doc["skipped"]) == {"reference", "exact", "fast"}
+    assert set(doc["skipped"]) == {"block", "exact", "fast"}
+    assert doc["host"] == []  # only with --host
     assert all("CUDA GPU" in why for why in doc["skipped"].values())
     rows = doc["rows"]
     assert [(r["impl"], r["tokens"]) for r in rows] == [("torch", 3), ("torch", 64)]
@@ -62,7 +63,9 @@ def test_cpu_mode_table(hc):
 @pytest.mark.parametrize("args,needle", [
     (["--impl", "fastest"], "unknown to hc bench"),
     (["--device", "meta"], "not supported"),
-    (["--eps", "-1"], "eps must be"),
+    (["--eps", "-1"], "--eps -1.0: expected a finite number >= 0"),
+    (["--hc-mult", "65"], "--hc-mult 65: expected at least 1 and at most 64"),
+    (["--impl", "tilelang", "--tokens", "0"], "--tokens 0: expected at least 1"),
 ])
 def test_bad_options_are_one_line_errors(hc, args, needle):
     r = hc("bench", "--device", "cpu", *args) if "--device" not in args else hc("bench", *args)
@@ -70,5 +73,21 @@ def test_bad_options_are_one_line_errors(hc, args, needle):
     assert needle in r.stderr and r.stderr.count("\n") == 1
 
 
-def test_all_impls_are_named():
-    assert ALL_IMPLS == ("reference", "torch", "exact", "fast")
+def test_bench_names_the_kernels_as_run_kernel_does():
+    # one name per kernel everywhere: what hc bench times is what --impl of run-kernel runs
+    from hccli.kernels.registry import IMPL_NAMES, KERNEL_NAMES
+
+    assert set(ALL_IMPLS) == set(KERNEL_NAMES) | {"torch"} and set(ALL_IMPLS) <= set(IMPL_NAMES)
+
+
+def test_host_time_on_the_cpu(hc):
+    r = hc("bench", "--device", "cpu", "--tokens", "64", "--reps", "1", "--warmup", "0", "--iters", "2", "--host",
+           "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = r.json()
+    host = {(x["impl"], x["tokens"]): x for x in doc["host"]}
+    assert set(host) == {("torch", 1), ("torch", 64), ("torch", 4096)}
+    assert host[("torch", 64)]["gpu_ms"] == doc["rows"][0]["ms"] and host[("torch", 1)]["gpu_ms"] is None
+    assert all(x["raw_us"] is None and x["call_us"] > 0 and x["alloc_us"] > 0 for x in host.values())
+    table = hc("bench", "--device", "cpu", "--tokens", "64", "--reps", "1", "--warmup", "0", "--iters", "2", "--host")
+    assert table.exit_code == 0 and "host time per call" in table.stdout

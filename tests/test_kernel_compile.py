@@ -35,7 +35,8 @@ CASES = [(4, 20, 1e-6), (2, 20, 1e-6), (8, 20, 1e-6), (16, 20, 1e-6), (1, 20, 1e
 
 @pytest.mark.parametrize("hc,iters,eps", CASES)
 def test_kernel_compiles_to_an_sm90_cubin(tilelang, hc, iters, eps):
-    from hccli.kernels.tilelang_split import THREADS, build_kernel, cubin_sm_arch
+    from hccli.kernels.block import THREADS, build_kernel
+    from hccli.kernels.tl_build import cubin_sm_arch
 
     built = build_kernel(hc, iters, eps)
 
@@ -56,7 +57,7 @@ def test_kernel_compiles_to_an_sm90_cubin(tilelang, hc, iters, eps):
 
 
 def test_unsupported_hc_is_a_one_line_error(tilelang):
-    from hccli.kernels.tilelang_split import build_kernel
+    from hccli.kernels.block import build_kernel
 
     with pytest.raises(HcError) as info:
         build_kernel(3, 20, 1e-6)
@@ -64,7 +65,7 @@ def test_unsupported_hc_is_a_one_line_error(tilelang):
 
 
 def test_cubin_arch_reader():
-    from hccli.kernels.tilelang_split import cubin_sm_arch
+    from hccli.kernels.tl_build import cubin_sm_arch
 
     header = bytearray(64)
     header[:5] = b"\x7fELF\x02"
@@ -81,10 +82,13 @@ def test_kernel_modules_import_neither_torch_nor_tilelang():
     import subprocess
     import sys
 
-    modules = ("hccli.kernels", "hccli.kernels.reference", "hccli.kernels.registry", "hccli.kernels.inputs",
-               "hccli.kernels.run", "hccli.kernels.tilelang_split", "hccli.kernels.tilelang_fast",
-               "hccli.kernels.tilelang_token_math", "hccli.kernels.bench", "hccli.cli.bench",
-               "hccli.cli.render_bench", "hccli.cli.run_kernel")
+    import pkgutil
+
+    import hccli.kernels
+
+    kernel_modules = tuple(f"hccli.kernels.{m.name}" for m in pkgutil.iter_modules(hccli.kernels.__path__))
+    assert {"hccli.kernels.block", "hccli.kernels.exact", "hccli.kernels.fast"} <= set(kernel_modules)
+    modules = ("hccli.kernels", *kernel_modules, "hccli.cli.bench", "hccli.cli.render_bench", "hccli.cli.run_kernel")
     code = f"import sys, {', '.join(modules)}; " \
            "print(sorted(m for m in ('torch', 'tilelang', 'tvm') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -98,7 +102,7 @@ FAST_CASES = [(4, 20, 1e-6), (3, 20, 1e-6), (8, 20, 1e-6), (1, 20, 1e-6), (4, 1,
 
 
 def _check_cubin(built, iters):
-    from hccli.kernels.tilelang_split import cubin_sm_arch
+    from hccli.kernels.tl_build import cubin_sm_arch
 
     assert '"arch":"sm_90"' in built.target.replace(" ", "")
     assert "__global__" in built.source
@@ -110,13 +114,13 @@ def _check_cubin(built, iters):
 
 @pytest.mark.parametrize("hc,iters,eps", EXACT_CASES)
 def test_exact_kernel_compiles_to_an_sm90_cubin(tilelang, hc, iters, eps):
-    from hccli.kernels.tilelang_fast import BLOCK, build_kernel, shared_reciprocal_is_exact
+    from hccli.kernels.token_kernels import DEFAULT_TILING, build_kernel, shared_reciprocal_is_exact
 
     built = build_kernel("exact", hc, iters, eps)
     _check_cubin(built, iters)
     src = built.source
-    assert f"__launch_bounds__({BLOCK}" in src
-    # the seed's arithmetic: precise expf, fused affine step, IEEE division where no shared
+    assert f"__launch_bounds__({DEFAULT_TILING.block}" in src
+    # the published kernel's arithmetic: precise expf, fused affine step, IEEE division where no shared
     # reciprocal is proved safe, and no fast-math exp
     assert "expf(" in src and "__expf" not in src and "__fdividef" not in src and "__fmaf_rn(" in src
     assert " / " in src  # sigmoid and the softmax fallback
@@ -129,7 +133,7 @@ def test_exact_kernel_compiles_to_an_sm90_cubin(tilelang, hc, iters, eps):
 
 @pytest.mark.parametrize("hc,iters,eps", FAST_CASES)
 def test_fast_kernel_compiles_to_an_sm90_cubin(tilelang, hc, iters, eps):
-    from hccli.kernels.tilelang_fast import build_kernel
+    from hccli.kernels.token_kernels import build_kernel
 
     built = build_kernel("fast", hc, iters, eps)
     _check_cubin(built, iters)
@@ -137,7 +141,7 @@ def test_fast_kernel_compiles_to_an_sm90_cubin(tilelang, hc, iters, eps):
 
 
 def test_exact_kernel_moves_16_byte_vectors(tilelang):
-    from hccli.kernels.tilelang_fast import build_kernel
+    from hccli.kernels.token_kernels import build_kernel
 
     src = build_kernel("exact", 4, 20, 1e-6).source
     # mixes in as float4 (global -> shared -> registers), pre/post/comb out as float4
@@ -147,7 +151,7 @@ def test_exact_kernel_moves_16_byte_vectors(tilelang):
 
 
 def test_shared_reciprocal_bound():
-    from hccli.kernels.tilelang_fast import shared_reciprocal_is_exact
+    from hccli.kernels.token_kernels import shared_reciprocal_is_exact
 
     assert shared_reciprocal_is_exact(4, 20, 1e-6)  # the models': bound 2^-97.9 >= 2^-100
     assert shared_reciprocal_is_exact(2, 20, 1e-6) and shared_reciprocal_is_exact(8, 7, 1e-4)
@@ -158,7 +162,7 @@ def test_shared_reciprocal_bound():
 
 
 def test_unsupported_hc_for_the_new_kernels_is_a_one_line_error(tilelang):
-    from hccli.kernels.tilelang_fast import build_kernel
+    from hccli.kernels.token_kernels import build_kernel
 
     for variant, hc in (("exact", 3), ("exact", 16), ("fast", 9)):
         with pytest.raises(HcError) as info:

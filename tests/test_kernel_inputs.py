@@ -59,7 +59,7 @@ def test_sample_is_fixed_finite_and_comes_with_parameters():
 
 def test_sample_gives_a_non_trivial_comb():
     torch = pytest.importorskip("torch")
-    from hccli.kernels.reference import hc_split_sinkhorn_torch
+    from hccli.kernels.torch_ref import hc_split_sinkhorn_torch
 
     s = sample_mixes()
     pre, post, comb = hc_split_sinkhorn_torch(s.mixes, s.hc_scale, s.hc_base)
@@ -173,7 +173,7 @@ def test_file_errors_name_the_file_and_what_was_expected(tmp_path):
 
     (tmp_path / "m.txt").write_text("1 2 3")
     assert "expected .safetensors, .npy or .json" in _error(tmp_path / "m.txt")
-    assert "not a file" in _error(tmp_path)
+    assert "a directory" in _error(tmp_path)
 
 
 def test_malformed_files(tmp_path):
@@ -186,15 +186,16 @@ def test_malformed_files(tmp_path):
     (tmp_path / "bools.json").write_text("[[true, false]]")
     assert "numbers" in _error(tmp_path / "bools.json")
 
+    # safetensors go through the project's hardened header reader, and get its verdicts
     (tmp_path / "short.safetensors").write_bytes(b"\x01\x02")
-    assert "too short" in _error(tmp_path / "short.safetensors")
+    assert "expected at least 8" in _error(tmp_path / "short.safetensors")
     (tmp_path / "long.safetensors").write_bytes(struct.pack("<Q", 10**9) + b"{}")
-    assert "does not fit" in _error(tmp_path / "long.safetensors")
+    assert "header length field says" in _error(tmp_path / "long.safetensors")
     (tmp_path / "junk.safetensors").write_bytes(struct.pack("<Q", 4) + b"\xff\xfe{[")
-    assert "not JSON" in _error(tmp_path / "junk.safetensors")
+    assert "not valid UTF-8" in _error(tmp_path / "junk.safetensors")
     p = write_safetensors(tmp_path / "trunc.safetensors", {"mixes": np.zeros((4, 24), np.float32)})
     p.write_bytes(p.read_bytes()[:-8])
-    assert "data_offsets" in _error(p)
+    assert "trunc.safetensors" in _error(p)
 
     (tmp_path / "bad.npy").write_bytes(b"not an npy file at all")
     assert "bad.npy" in _error(tmp_path / "bad.npy")

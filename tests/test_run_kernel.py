@@ -148,8 +148,10 @@ def test_save_golden_vectors(tmp_path):
     (None, ["--checkpoint", "{p}/ck", "--layer", "30"], "no hc_attn_* tensors for layer 30"),
     (None, ["--checkpoint", "{p}/ck"], "--layer"),
     (None, ["--save", "{p}/ck/out.safetensors", "--checkpoint", "{p}/ck", "--layer", "1"], "never writes there"),
-    (None, ["--tokens", "3", "--mixes", "{p}/m.npy"], "give one"),
+    (lambda p: np.save(p / "m.npy", np.zeros((2, 24), np.float32)), ["--tokens", "3", "--mixes", "{p}/m.npy"],
+     "give one"),
     (None, ["--iters", "0"], "at least 1"),
+    (None, ["--dim", "8"], "give it with --hidden"),
 ])
 def test_bad_input_one_line_exit_2(tmp_path, make, args, words):
     tiny(tmp_path / "ck")
@@ -160,3 +162,11 @@ def test_bad_input_one_line_exit_2(tmp_path, make, args, words):
     assert r.exit_code == 2, (r.stdout, r.stderr)
     assert words in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert sorted(p.name for p in (tmp_path / "ck").iterdir()) == before
+
+
+def test_help_shows_the_option_text_whole(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")  # one line an option: rich would take [tokens, hc, dim] for markup
+    r = run_hc("run-kernel", "--help")
+    assert r.exit_code == 0
+    assert "hidden state [tokens, hc, dim]" in r.stdout and "block (the published reference kernel" in r.stdout
+    assert "seed" not in r.stdout.replace("--seed", "").replace("Seed of", "")

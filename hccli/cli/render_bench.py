@@ -11,7 +11,6 @@ from rich.text import Text
 from hccli.cli.output import safe
 from hccli.kernels.bench import BenchResult, BenchRow
 
-TITLES = {"reference": "reference", "torch": "torch", "exact": "exact", "fast": "fast"}
 
 
 def _tokens(n: int) -> str:
@@ -61,9 +60,30 @@ def renderables(result: BenchResult) -> Iterator[Any]:
             t.add_section()
         last = r.tokens
         time = f"{r.ms * 1e3:.1f} us" if r.ms < 1 else f"{r.ms:.3f} ms"
-        t.add_row(_tokens(r.tokens), TITLES.get(r.impl, r.impl), time, _rate(r.tokens_per_s),
+        t.add_row(_tokens(r.tokens), r.impl, time, _rate(r.tokens_per_s),
                   f"{r.gbps:,.0f}" if r.gbps >= 10 else f"{r.gbps:.2g}", f"{r.pct_copy:.1f}", f"{r.speedup:.1f}" if r.speedup else "-", _diff(r, ref_impl))
     yield t
+    if result.host:
+        yield _host_table(result)
     for name, why in result.skipped.items():
         yield Text(f"{name}: not timed ({why})")
     yield Text(f"{result.statistic}; differences against {result.reference}.", style="dim")
+
+
+def _us(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f} us"
+
+
+def _host_table(result: BenchResult) -> Table:
+    t = Table(show_edge=False, title="host time per call (eager; GPU time beside it)", title_justify="left")
+    for name in ("tokens", "impl", "GPU time", "raw launch", "call (out=)", "call (allocating)", "call / raw"):
+        t.add_column(name, justify="left" if name == "impl" else "right")
+    last = None
+    for r in result.host:
+        if last is not None and r.tokens != last:
+            t.add_section()
+        last = r.tokens
+        gpu = "-" if r.gpu_ms is None else _us(r.gpu_ms * 1e3)
+        t.add_row(_tokens(r.tokens), r.impl, gpu, _us(r.raw_us), _us(r.call_us), _us(r.alloc_us),
+                  "-" if r.call_vs_raw is None else f"{r.call_vs_raw:.2f}")
+    return t

@@ -7,7 +7,10 @@ from typing import Annotated, Optional
 import typer
 
 from hccli.cli.app import app
+from hccli.cli.kernel_options import (CompareOpt, ConfigOpt, DeviceOpt, EpsOpt, HcMultOpt, HiddenFileOpt, ImplOpt,
+                                      ItersOpt, LayerOpt, MixesOpt, SeedOpt, SiteOpt, TokensOpt, _at_least)
 from hccli.cli.options import JsonOpt
+from hccli.errors import HcError
 
 EPILOG = """Examples:
 
@@ -22,59 +25,111 @@ EPILOG = """Examples:
   hc run-kernel --checkpoint /tmp/tiny --layer 3 --hidden          # the whole pre stage, with its hc_fn
 
   hc run-kernel --impl torch --save golden.safetensors             # golden vectors for a port
+
+  hc run-kernel --compare golden.safetensors --impl exact          # ... read back and re-run
 """
+
+
+def _source(tokens, seed, mixes, hidden, hidden_file, dim):
+    """The flags that choose the mixes -> one typed MixSource."""
+    from hccli.kernels import run
+
+    if mixes is not None and (hidden or hidden_file is not None):
+        raise HcError("--mixes and --hidden are two sources of mixes; give one")
+    if tokens is not None and mixes is not None:
+        raise HcError("--tokens makes random mixes and --mixes reads them from a file; give one")
+    if dim is not None and not (hidden or hidden_file is not None):
+        raise HcError("--dim is the width of a hidden state; give it with --hidden")
+    if hidden or hidden_file is not None:
+        return run.HiddenState(tokens or run.inputs.SAMPLE_TOKENS, dim, seed, hidden_file)
+    if mixes is not None:
+        return run.MixesFile(mixes)
+    if tokens is not None:
+        return run.RandomMixes(tokens, seed)
+    return run.SampleMixes()
+
+
+def _site(checkpoint, layer, site):
+    from hccli.kernels.run import SiteRef
+
+    if checkpoint is None and layer is not None:
+        raise HcError("--layer needs --checkpoint (the layer whose hc_base and hc_scale to use)")
+    if checkpoint is not None and layer is None:
+        raise HcError(f"--checkpoint {checkpoint}: also give --layer L (and --site attn|ffn)")
+    return None if checkpoint is None else SiteRef(checkpoint, layer, site)
 
 
 @app.command("run-kernel", epilog=EPILOG)
 def run_kernel_cmd(
-    impl: Annotated[str, typer.Option("--impl", help="auto (the exact kernel on a CUDA GPU, else torch), exact "
-                                      "(bit-identical to the reference kernel, fast), fast (within 1e-6, fastest), "
-                                      "tilelang (the reference kernel) or torch.")] = "auto",
-    device: Annotated[Optional[str], typer.Option("--device", help="cpu, cuda or cuda:N (default: chosen "
-                                                  "by --impl).")] = None,
-    tokens: Annotated[Optional[int], typer.Option("--tokens", "-t", help="Random mixes (or hidden states) of "
-                                                  "this many tokens.", min=1)] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the random input.", min=0)] = 0,
-    mixes: Annotated[Optional[Path], typer.Option("--mixes", help="Mixes [..., (2+hc)*hc] from a .safetensors "
-                                                  "(tensor `mixes`), .npy or .json file.")] = None,
+    impl: ImplOpt = "auto",
+    device: DeviceOpt = None,
+    tokens: TokensOpt = None,
+    seed: SeedOpt = 0,
+    mixes: MixesOpt = None,
     checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="Take hc_base, hc_scale (and hc_fn) "
                                                       "from this checkpoint (a path, or hf://org/name).")] = None,
-    layer: Annotated[Optional[int], typer.Option("--layer", "-l", help="Layer of --checkpoint (stages after "
-                                                 "the backbone).", min=0)] = None,
-    site: Annotated[str, typer.Option("--site", "-s", help="attn or ffn.")] = "attn",
-    hidden: Annotated[bool, typer.Option("--hidden", help="Start from a random hidden state [tokens, hc, dim] "
+    layer: LayerOpt = None,
+    site: SiteOpt = "attn",
+    hidden: Annotated[bool, typer.Option("--hidden", help="Start from a random hidden state \\[tokens, hc, dim] "
                                          "and compute the mixes as the model does.")] = False,
-    hidden_file: Annotated[Optional[Path], typer.Option("--hidden-file", help="Like --hidden, with the hidden "
-                                                        "state from a file (tensor `hidden`).")] = None,
-    dim: Annotated[Optional[int], typer.Option("--dim", help="Width of the random hidden state (default 64; "
-                                               "a checkpoint's hc_fn fixes it).", min=1)] = None,
-    config: Annotated[Optional[Path], typer.Option("--config", help="Take hc_mult, iterations, eps and "
-                                                   "norm_eps from this config.json.")] = None,
-    hc_mult: Annotated[Optional[int], typer.Option("--hc-mult", help="Streams (default 4).", min=1)] = None,
-    iters: Annotated[Optional[int], typer.Option("--iters", help="Sinkhorn iterations (default 20).")] = None,
-    eps: Annotated[Optional[float], typer.Option("--eps", help="eps (default 1e-6).")] = None,
-    limit: Annotated[int, typer.Option("--limit", help="Tokens to print.", min=0)] = 4,
+    hidden_file: HiddenFileOpt = None,
+    dim: Annotated[Optional[int], typer.Option("--dim", callback=_at_least("--dim", 1), help="Width of the random "
+                                               "hidden state (default 64; a checkpoint's hc_fn fixes it).")] = None,
+    config: ConfigOpt = None,
+    hc_mult: HcMultOpt = None,
+    iters: ItersOpt = None,
+    eps: EpsOpt = None,
+    limit: Annotated[int, typer.Option("--limit", callback=_at_least("--limit", 0), help="Tokens to print.")] = 4,
     save: Annotated[Optional[Path], typer.Option("--save", help="Write inputs and outputs as golden vectors "
                                                  "to this .safetensors file.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --save file.")] = False,
+    compare: CompareOpt = None,
+    atol: Annotated[float, typer.Option("--atol", help="With --compare: the largest absolute difference that "
+                                        "still counts as equal (default 0: bit for bit).")] = 0.0,
     json_out: JsonOpt = False,
 ) -> None:
     """Run the split-Sinkhorn op (pre, post and the 4 x 4 comb matrix) over sample mixes.
 
     On a CUDA GPU with tilelang installed, the exact tilelang kernel runs (bit-identical
-    to the reference kernel); elsewhere the torch reference does, and the output says
+    to the published reference kernel); elsewhere the torch reference does, and the output says
     which ran and where. The input is the bundled sample unless --tokens, --mixes,
-    --hidden/--hidden-file or --checkpoint say otherwise.
+    --hidden/--hidden-file or --checkpoint say otherwise. --compare FILE re-runs a --save file.
     """
     from hccli.cli import render_kernel
     from hccli.cli.output import emit_json, show
-    from hccli.kernels.run import check_save_path, gather, run, save_golden
 
+    if compare is not None:
+        given = [flag for flag, v in (("--tokens", tokens), ("--mixes", mixes), ("--checkpoint", checkpoint),
+                                      ("--hidden", hidden or None), ("--hidden-file", hidden_file), ("--dim", dim),
+                                      ("--config", config), ("--hc-mult", hc_mult), ("--iters", iters),
+                                      ("--eps", eps), ("--save", save)) if v is not None]
+        if given:
+            raise HcError(f"--compare re-runs the inputs and parameters its file holds; drop {', '.join(given)}")
+        if not atol >= 0 or atol == float("inf"):
+            raise HcError(f"--atol {atol}: expected a finite number >= 0")
+        from hccli.kernels import golden
+
+        result = golden.compare(golden.read(compare), impl, device, atol)
+        if json_out:
+            emit_json(golden.as_json(result))
+        else:
+            show(*render_kernel.comparison(result))
+        if not result.ok:
+            raise typer.Exit(1)
+        return
+
+    from hccli.kernels.golden import check_save_target
+    from hccli.kernels.run import Overrides, prepare, run, save_golden
+
+    source = _source(tokens, seed, mixes, hidden, hidden_file, dim)
+    where = _site(checkpoint, layer, site)
     if save is not None:
-        check_save_path(save, force=force, protect=Path(checkpoint) if checkpoint else None)
-    inp = gather(tokens=tokens, seed=seed, mixes_file=mixes, checkpoint=checkpoint, layer=layer, site=site,
-                 hidden=hidden, hidden_file=hidden_file, dim=dim, config=config, hc_mult=hc_mult, iters=iters,
-                 eps=eps)
+        try:
+            check_save_target(save, force=force, protect=Path(checkpoint) if checkpoint else None)
+        except HcError as exc:
+            raise HcError(f"--save {exc.message}" + (" (or pass --force)" if "file exists" in exc.message else ""),
+                          ) from None
+    inp = prepare(source, site=where, config=config, overrides=Overrides(hc_mult, iters, eps))
     result = run(inp, impl, device)
     if save is not None:
         save_golden(result, save)

@@ -12,9 +12,12 @@ What is timed, per implementation and token count n:
 - the device's copy bandwidth measured in the same run (a large device-to-device
   copy, bytes read plus written), against which GB/s is put.
 
-The max difference of each implementation's outputs from the reference kernel's
+The max difference of each implementation's outputs from the block kernel's
 (from torch's on the CPU) is taken on the first input set, with a count of the
 elements whose float32 bits differ (0 for the exact kernel).
+
+With `host=True`, bench_host.py also times the host side of one eager call at a
+few small token counts (where the launch, not the GPU, bounds an engine).
 """
 
 from __future__ import annotations
@@ -27,11 +30,11 @@ from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
 from hccli.errors import HcError
-from hccli.kernels.reference import mix_width
+from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS, mix_width
 
 GPU_TOKENS = (1, 64, 4096, 65536, 1 << 20, 1 << 24)
 CPU_TOKENS = (1, 64, 4096, 65536)
-ALL_IMPLS = ("reference", "torch", "exact", "fast")
+ALL_IMPLS = ("block", "torch", "exact", "fast")
 ROTATE_BYTES = 256 << 20  # inputs + outputs rotated per (impl, n): 5x the H200's 50 MB L2
 SAMPLE_MS = 2.0  # aim of one timed sample (calls back to back)
 NO_GPU = ("no CUDA GPU here: hc bench times the tilelang kernels on a GPU; "
@@ -54,9 +57,9 @@ class BenchRow:
     tokens_per_s: float
     gbps: float
     pct_copy: float
-    speedup: float | None  # reference ms / this ms
-    max_diff: dict[str, float]  # pre, post, comb: max |this - reference|
-    differing: int  # elements whose float32 bits differ from the reference (NaN = NaN)
+    speedup: float | None  # the compared-against implementation's ms / this ms
+    max_diff: dict[str, float]  # pre, post, comb: max |this - compared-against|
+    differing: int  # elements whose float32 bits differ from the compared-against ones (NaN = NaN)
 
 
 @dataclass(frozen=True)
@@ -76,10 +79,12 @@ class BenchResult:
     statistic: str
     rows: tuple[BenchRow, ...]
     skipped: dict[str, str]  # impl -> why it was not timed
+    host: tuple[Any, ...] = ()  # bench_host.HostRow, when asked for
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
         doc["rows"] = [asdict(r) for r in self.rows]
+        doc["host"] = [asdict(r) for r in self.host]
         return doc
 
 
@@ -148,7 +153,7 @@ def _impl_launchers(torch: Any, names: tuple[str, ...], hc: int, iters: int, eps
                     skipped: dict[str, str], max_tokens: int) -> dict[str, tuple[Callable[..., Any], Callable[..., None]]]:
     """name -> (prepare, launch): prepare(mixes, scale, base, pre, post, comb) -> args, once per input set
     (views made there, not in the timed calls); launch(*args) runs the op into pre, post and comb."""
-    from hccli.kernels.reference import hc_split_sinkhorn_torch
+    from hccli.kernels.torch_ref import hc_split_sinkhorn_torch
 
     def as_is(*args: Any) -> tuple[Any, ...]:
         return args
@@ -166,23 +171,25 @@ def _impl_launchers(torch: Any, names: tuple[str, ...], hc: int, iters: int, eps
         from hccli.kernels.registry import kernel_supports, tilelang_problem
 
         problem = tilelang_problem()
-        impl = "tilelang" if name == "reference" else name
         if problem:
             skipped[name] = f"tilelang does not import ({problem})"
-        elif not kernel_supports(impl, hc):
+        elif not kernel_supports(name, hc):
             skipped[name] = f"no build for hc_mult {hc}"
-        elif name == "reference":
-            from hccli.kernels.tilelang_split import _jit_kernel
+        elif name == "block":
+            from hccli.kernels.block import compiled
 
-            launchers[name] = (as_is, _jit_kernel(hc, iters, float(eps)))
+            launchers[name] = (as_is, compiled(hc, iters, eps))
         else:
-            # the compiled kernel itself, as for the reference: the same launch path for both
-            from hccli.kernels.tilelang_fast import CHUNK, launcher
+            # the compiled kernel itself, as for block: the same launch path for both
+            from hccli.kernels.tl_build import CHUNK
+            from hccli.kernels.token_kernels import compiled as compiled_tokens
+            from hccli.kernels.token_launch import launcher
 
             def flat_comb(m: Any, s: Any, b: Any, p: Any, q: Any, c: Any) -> tuple[Any, ...]:
                 return m, s, b, p, q, c.view(c.shape[0], -1)
 
-            launchers[name] = (flat_comb, launcher(name, hc, iters, eps, raw=max_tokens <= CHUNK))
+            raw = max_tokens <= CHUNK
+            launchers[name] = (flat_comb, compiled_tokens(name, hc, iters, eps) if raw else launcher(name, hc, iters, eps))
     return launchers
 
 
@@ -201,17 +208,18 @@ def run_bench(
     tokens: tuple[int, ...] | None = None,
     impls: tuple[str, ...] = ALL_IMPLS,
     *,
-    hc_mult: int = 4,
-    sinkhorn_iters: int = 20,
-    eps: float = 1e-6,
+    hc_mult: int = DEFAULT_HC_MULT,
+    sinkhorn_iters: int = DEFAULT_SINKHORN_ITERS,
+    eps: float = DEFAULT_HC_EPS,
     device: str | None = None,
     reps: int = 15,
     warmup: int = 3,
     seed: int = 0,
+    host: bool = False,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> BenchResult:
     """Time `impls` at each token count; HcError without a GPU unless device is cpu."""
-    from hccli.kernels.reference import check_op_params
+    from hccli.kernels.torch_ref import check_op_params
     from hccli.kernels.registry import _import_torch, _normalise_device
 
     check_op_params(hc_mult, sinkhorn_iters, eps)
@@ -219,7 +227,7 @@ def run_bench(
         if name not in ALL_IMPLS:
             raise HcError(f"implementation {name!r} is unknown to hc bench; expected some of {', '.join(ALL_IMPLS)}")
     if reps < 1 or warmup < 0:
-        raise HcError(f"--reps {reps} / --warmup {warmup}: expected reps >= 1 and warmup >= 0")
+        raise HcError(f"reps {reps} / warmup {warmup}: expected reps >= 1 and warmup >= 0")
     torch = _import_torch()
     dev = _normalise_device(torch, device)
     if dev is None:
@@ -229,7 +237,7 @@ def run_bench(
     cuda = dev.startswith("cuda")
     tokens = tuple(tokens or (GPU_TOKENS if cuda else CPU_TOKENS))
     if any(n < 1 for n in tokens):
-        raise HcError(f"--tokens {list(tokens)}: every token count must be >= 1")
+        raise HcError(f"token counts {list(tokens)}: every token count must be >= 1")
     if cuda:
         torch.cuda.set_device(dev)
     hc, width = hc_mult, mix_width(hc_mult)
@@ -237,7 +245,7 @@ def run_bench(
     skipped: dict[str, str] = {}
     names = tuple(n for n in ALL_IMPLS if n in impls)  # reference first: the others compare with it
     launchers = _impl_launchers(torch, names, hc, sinkhorn_iters, eps, cuda, skipped, max(tokens))
-    ref_name = "reference" if "reference" in launchers else ("torch" if "torch" in launchers else None)
+    ref_name = "block" if "block" in launchers else ("torch" if "torch" in launchers else None)
     samples = _timer(torch, cuda)
     copy_gbps = copy_bandwidth(torch, dev, (1 << 30) if cuda else (256 << 20))
 
@@ -272,7 +280,7 @@ def run_bench(
             for t in outs0:
                 t.fill_(float("nan"))
             if name == "torch":
-                from hccli.kernels.reference import hc_split_sinkhorn_torch
+                from hccli.kernels.torch_ref import hc_split_sinkhorn_torch
 
                 got = hc_split_sinkhorn_torch(mixes0, scale, base, hc, sinkhorn_iters, eps)
             else:
@@ -301,8 +309,14 @@ def run_bench(
     statistic = (f"median over {reps} samples of the per-call time of back-to-back calls with "
                  f"preallocated outputs ({'CUDA events' if cuda else 'perf_counter'}), after {max(1, warmup)} "
                  f"warm-up calls; inputs rotated over sets of >= {ROTATE_BYTES >> 20} MiB in all")
-    reference = {"reference": "the reference tilelang kernel (the seed kernel's shape)",
+    host_rows: tuple[Any, ...] = ()
+    if host:
+        from hccli.kernels.bench_host import time_host
+
+        host_rows = time_host(torch, dev, tuple(launchers), hc, sinkhorn_iters, eps, rows, reps)
+    reference = {"block": "the block kernel (the published reference kernel's shape)",
                  "torch": "the torch reference", None: "nothing (no reference timed)"}[ref_name]
     return BenchResult("gpu" if cuda else "cpu", dev, name_of, _driver() if cuda else None, _versions(torch),
                        datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                       hc, sinkhorn_iters, float(eps), bpt, copy_gbps, reference, statistic, tuple(rows), skipped)
+                       hc, sinkhorn_iters, float(eps), bpt, copy_gbps, reference, statistic, tuple(rows), skipped,
+                       host_rows)

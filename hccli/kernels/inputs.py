@@ -5,7 +5,8 @@ one-line provenance, and the flat indices of tokens whose mixes hold NaN/Inf):
 
 - `sample_mixes`: the bundled default, 4 tokens generated here from fixed seeds;
 - `random_mixes`: N(0, std^2) mixes for any token count and seed;
-- `load_mixes`: a file (.safetensors tensor `mixes`, .npy, or JSON nested lists);
+- `load_mixes`: a file (.safetensors tensor `mixes`, .npy, or JSON nested lists),
+  read through files.py's bounded readers;
 - `hidden_mixes`: a hidden state [tokens, hc, dim] (seeded or from a file) turned
   into mixes the way the model does it, by the hc_fn projection and an RMS scale.
 
@@ -16,7 +17,6 @@ numpy only, except `mixes_from_hidden`, which imports torch when called.
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +25,9 @@ from typing import Any
 import numpy as np
 
 from hccli.errors import HcError
-from hccli.kernels.reference import mix_width
+from hccli.kernels.files import load_float_array, read_safetensors_tensors
+from hccli.kernels.limits import check_count, check_hc_mult
+from hccli.vocab import DEFAULT_HC_MULT, DEFAULT_NORM_EPS, mix_width
 
 # The bundled sample. Its numbers come from nowhere but these seeds: a hidden
 # state h ~ N(0, 1) of SAMPLE_TOKENS tokens x hc streams x SAMPLE_DIM features and an
@@ -41,8 +43,6 @@ SAMPLE_SEED = 4
 SAMPLE_SCALE = (1.0, 1.0, 1.0)
 SAMPLE_COMB_DIAGONAL = 2.0
 
-SAFETENSORS_FLOATS = {"F16": "<f2", "BF16": "<u2", "F32": "<f4", "F64": "<f8"}  # BF16 is widened by hand
-_MAX_HEADER = 100 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -77,23 +77,23 @@ def _check_count(what: str, value: Any, minimum: int = 1) -> int:
 # ---- (a) the bundled sample ----------------------------------------------------
 
 
-def sample_params(hc_mult: int = 4) -> tuple[np.ndarray, np.ndarray]:
+def sample_params(hc_mult: int = DEFAULT_HC_MULT) -> tuple[np.ndarray, np.ndarray]:
     """(hc_scale [3], hc_base [(2+hc)*hc]) that go with the bundled sample."""
-    hc = _check_count("hc_mult", hc_mult)
+    hc = check_hc_mult(hc_mult, "the op parameters")
     scale = np.asarray(SAMPLE_SCALE, dtype=np.float32)
     base = np.zeros(mix_width(hc), dtype=np.float32)
     base[2 * hc :] = (SAMPLE_COMB_DIAGONAL * np.eye(hc, dtype=np.float32)).reshape(-1)
     return scale, base
 
 
-def sample_mixes(hc_mult: int = 4) -> MixesInput:
+def sample_mixes(hc_mult: int = DEFAULT_HC_MULT) -> MixesInput:
     """The bundled default input: 4 tokens, with the scale and base to use on them."""
-    hc = _check_count("hc_mult", hc_mult)
+    hc = check_hc_mult(hc_mult, "the op parameters")
     rng = np.random.default_rng(SAMPLE_SEED)
     hidden = rng.standard_normal((SAMPLE_TOKENS, hc, SAMPLE_DIM), dtype=np.float32)
     fn = _random_fn(rng, hc, SAMPLE_DIM)
     x = hidden.reshape(SAMPLE_TOKENS, hc * SAMPLE_DIM)
-    mixes = (x @ fn.T) / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + np.float32(1e-6))
+    mixes = (x @ fn.T) / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + np.float32(DEFAULT_NORM_EPS))
     scale, base = sample_params(hc)
     return _make(
         mixes,
@@ -112,11 +112,12 @@ def _random_fn(rng: np.random.Generator, hc: int, dim: int) -> np.ndarray:
 # ---- (b) random mixes -------------------------------------------------------------
 
 
-def random_mixes(tokens: int, seed: int = 0, hc_mult: int = 4, std: float = 1.0) -> MixesInput:
+def random_mixes(tokens: int, seed: int = 0, hc_mult: int = DEFAULT_HC_MULT, std: float = 1.0) -> MixesInput:
     """`tokens` rows of N(0, std^2) mixes from numpy's default_rng(seed)."""
     tokens = _check_count("tokens", tokens)
-    hc = _check_count("hc_mult", hc_mult)
+    hc = check_hc_mult(hc_mult, "the op parameters")
     seed = _check_count("seed", seed, minimum=0)
+    check_count(f"random mixes of {tokens:,} tokens x {mix_width(hc)}", tokens * mix_width(hc))
     rng = np.random.default_rng(seed)
     mixes = rng.standard_normal((tokens, mix_width(hc)), dtype=np.float32) * np.float32(std)
     return _make(mixes, f"random: {tokens} tokens, seed {seed}, N(0, {std:g}^2)")
@@ -125,9 +126,9 @@ def random_mixes(tokens: int, seed: int = 0, hc_mult: int = 4, std: float = 1.0)
 # ---- (c) mixes from a file ----------------------------------------------------------
 
 
-def load_mixes(path: str | Path, hc_mult: int = 4) -> MixesInput:
+def load_mixes(path: str | Path, hc_mult: int = DEFAULT_HC_MULT) -> MixesInput:
     """Mixes from .safetensors (tensor `mixes`), .npy or .json, shape [..., (2+hc)*hc]."""
-    hc = _check_count("hc_mult", hc_mult)
+    hc = check_hc_mult(hc_mult, "the op parameters")
     width = mix_width(hc)
     path = Path(path)
     array, what = load_float_array(path, "mixes")
@@ -141,102 +142,10 @@ def load_mixes(path: str | Path, hc_mult: int = 4) -> MixesInput:
     return _make(array, f"file {path}: {what} {list(array.shape)}")
 
 
-def load_float_array(path: Path, tensor: str) -> tuple[np.ndarray, str]:
-    """(array of a float dtype, what it is in words) from .safetensors (named tensor), .npy or .json."""
-    if not path.exists():
-        raise HcError(f"{path}: no such file")
-    if not path.is_file():
-        raise HcError(f"{path}: not a file")
-    suffix = path.suffix.lower()
-    if suffix == ".safetensors":
-        array, dtype = _read_safetensors(path, tensor)
-        return array, f"tensor `{tensor}` {dtype}"
-    if suffix == ".npy":
-        array = _read_npy(path)
-        return array, f"array {array.dtype.name}"
-    if suffix == ".json":
-        return _read_json(path), "nested list"
-    raise HcError(f"{path}: unknown file type {suffix or '(none)'}; expected .safetensors, .npy or .json")
-
-
-def _read_safetensors(path: Path, name: str) -> tuple[np.ndarray, str]:
-    size = path.stat().st_size
-    with path.open("rb") as f:
-        head = f.read(8)
-        if len(head) < 8:
-            raise HcError(f"{path}: {size} bytes, too short for a safetensors header")
-        n = int.from_bytes(head, "little")
-        if n > min(size - 8, _MAX_HEADER):
-            raise HcError(f"{path}: header length {n} does not fit in the file's {size} bytes")
-        try:
-            header = json.loads(f.read(n))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise HcError(f"{path}: the safetensors header is not JSON ({exc})") from None
-        if not isinstance(header, dict):
-            raise HcError(f"{path}: the safetensors header is not a JSON object")
-        entry = header.get(name)
-        if not isinstance(entry, dict):
-            found = sorted(k for k in header if k != "__metadata__")
-            listed = ", ".join(found[:8]) + (" ..." if len(found) > 8 else "") if found else "none"
-            raise HcError(f"{path}: no tensor `{name}` (tensors found: {listed})")
-        dtype, shape, offsets = entry.get("dtype"), entry.get("shape"), entry.get("data_offsets")
-        if dtype not in SAFETENSORS_FLOATS:
-            raise HcError(f"{path}: tensor `{name}` has dtype {dtype}, expected a float dtype (F16, BF16, F32, F64)")
-        if (
-            not isinstance(shape, list)
-            or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)
-            or not isinstance(offsets, list)
-            or len(offsets) != 2
-            or not all(isinstance(o, int) and not isinstance(o, bool) for o in offsets)
-        ):
-            raise HcError(f"{path}: tensor `{name}` has a malformed shape or data_offsets in the header")
-        itemsize = np.dtype(SAFETENSORS_FLOATS[dtype]).itemsize
-        count = math.prod(shape)
-        begin, end = offsets
-        if not 0 <= begin <= end or end - begin != count * itemsize or 8 + n + end > size:
-            raise HcError(
-                f"{path}: tensor `{name}` data_offsets {offsets} do not match its shape {shape} "
-                f"and dtype {dtype}, or run past the end of the file"
-            )
-        f.seek(8 + n + begin)
-        raw = f.read(end - begin)
-    if dtype == "BF16":  # numpy has no bfloat16: widen the 16 bits into float32's top half
-        words = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
-        return words.view(np.float32).reshape(shape), dtype
-    # a copy: frombuffer's arrays are read-only, which torch.as_tensor warns about
-    return np.frombuffer(raw, dtype=SAFETENSORS_FLOATS[dtype]).reshape(shape).copy(), dtype
-
-
-def _read_npy(path: Path) -> np.ndarray:
-    try:
-        array = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as exc:
-        raise HcError(f"{path}: not a readable .npy array ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
-    if not isinstance(array, np.ndarray):
-        raise HcError(f"{path}: holds no single array")
-    if array.dtype.kind != "f":
-        raise HcError(f"{path}: array has dtype {array.dtype.name}, expected a float dtype (float16, float32, float64)")
-    return array
-
-
-def _read_json(path: Path) -> np.ndarray:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise HcError(f"{path}: not valid JSON ({exc})") from None
-    try:
-        array = np.asarray(data)
-    except ValueError:
-        raise HcError(f"{path}: the nested lists are not rectangular") from None
-    if array.dtype.kind not in "fiu":
-        raise HcError(f"{path}: expected nested lists of numbers, found {array.dtype.name} values")
-    return array.astype(np.float64)
-
-
 # ---- (d) mixes from a hidden state ----------------------------------------------------
 
 
-def mixes_from_hidden(hidden: Any, hc_fn: Any, norm_eps: float = 1e-6) -> np.ndarray:
+def mixes_from_hidden(hidden: Any, hc_fn: Any, norm_eps: float = DEFAULT_NORM_EPS) -> np.ndarray:
     """The model's mix projection: x = h.flatten(-2).float(); (x @ hc_fn.T) * rsqrt(mean(x^2) + norm_eps).
 
     hidden [..., hc, dim] (any float dtype), hc_fn [(2+hc)*hc, hc*dim]; float32 numpy result.
@@ -260,9 +169,9 @@ def hidden_mixes(
     tokens: int = SAMPLE_TOKENS,
     dim: int = SAMPLE_DIM,
     seed: int = 0,
-    hc_mult: int = 4,
+    hc_mult: int = DEFAULT_HC_MULT,
     path: str | Path | None = None,
-    norm_eps: float = 1e-6,
+    norm_eps: float = DEFAULT_NORM_EPS,
     fn: np.ndarray | None = None,
     fn_origin: str = "",
 ) -> MixesInput:
@@ -273,7 +182,7 @@ def hidden_mixes(
     `fn` (a checkpoint's hc_fn, say) fixes dim and wins over both. Without any,
     hc_fn is seeded N(0, 1/(hc*dim)).
     """
-    hc = _check_count("hc_mult", hc_mult)
+    hc = check_hc_mult(hc_mult, "the op parameters")
     seed = _check_count("seed", seed, minimum=0)
     rng = np.random.default_rng(seed)
     if fn is not None:
@@ -281,6 +190,8 @@ def hidden_mixes(
     if path is None:
         tokens = _check_count("tokens", tokens)
         dim = _check_count("dim", dim)
+        check_count(f"a hidden state of {tokens:,} tokens x {hc} streams x {dim:,}", tokens * hc * dim)
+        check_count(f"the mixes of {tokens:,} tokens x {mix_width(hc)}", tokens * mix_width(hc))
         hidden = rng.standard_normal((tokens, hc, dim), dtype=np.float32)
         origin = f"hidden state: {tokens} tokens x {hc} streams x {dim}, seed {seed} N(0, 1)"
     else:
@@ -291,11 +202,14 @@ def hidden_mixes(
             want = f"[..., {hc}, {dim}]" if fn is not None else f"[..., {hc}, dim]"
             raise HcError(f"{path}: {what} has shape {list(hidden.shape)}, expected {want} for hc_mult = {hc}")
         dim = int(hidden.shape[-1])
+        check_count(f"{path}: the mixes of {hidden.size // (hc * dim):,} tokens x {mix_width(hc)}",
+                    hidden.size // (hc * dim) * mix_width(hc))
         origin = f"hidden state: file {path} {what} {list(hidden.shape)}"
         if fn is None and path.suffix.lower() == ".safetensors":
             fn = _optional_fn(path, hc, dim)
             fn_origin = "hc_fn from the file" if fn is not None else ""
     if fn is None:
+        check_count(f"a seeded hc_fn of {mix_width(hc)} x {hc * dim:,}", mix_width(hc) * hc * dim)
         fn = _random_fn(rng, hc, dim)
         fn_origin = f"hc_fn seeded N(0, 1/{hc * dim}) (seed {seed})"
     mixes = mixes_from_hidden(hidden, fn, norm_eps)
@@ -303,12 +217,10 @@ def hidden_mixes(
 
 
 def _optional_fn(path: Path, hc: int, dim: int) -> np.ndarray | None:
-    try:
-        fn, _ = _read_safetensors(path, "hc_fn")
-    except HcError as exc:
-        if "no tensor `hc_fn`" in exc.message:
-            return None
-        raise
+    found = read_safetensors_tensors(path, (), optional=("hc_fn",))
+    if "hc_fn" not in found:
+        return None
+    fn = found["hc_fn"][0]
     if list(fn.shape) != [mix_width(hc), hc * dim]:
         raise HcError(f"{path}: tensor `hc_fn` has shape {list(fn.shape)}, expected [{mix_width(hc)}, {hc * dim}]")
     return fn

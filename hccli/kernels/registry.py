@@ -1,10 +1,12 @@
 """Pick an implementation of the split-Sinkhorn op: a tilelang kernel or the torch reference.
 
-    exact     tilelang, one token per thread, float32 results bit-identical to the seed kernel
+    block     tilelang, the published reference kernel's shape (one 64-thread block per token)
+    exact     tilelang, one token per thread, float32 results bit-identical to the block kernel
     fast      tilelang, one token per thread, approximate exp/reciprocal (within 1e-6)
-    tilelang  tilelang, the seed kernel's own shape (one 64-thread block per token): the reference kernel
     torch     the torch reference (any device)
-    auto      exact on a CUDA GPU with tilelang; else the reference kernel, else torch
+    auto      exact on a CUDA GPU with tilelang; else block, else torch
+
+`tilelang` is an old spelling of `block`, still accepted.
 
 `resolve_impl(name, device, hc_mult)` answers with a KernelImpl that says what it
 chose and why in one line, and runs the op. Choosing imports torch (and, for the
@@ -17,15 +19,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from hccli.errors import HcError
+from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
 
-IMPL_NAMES = ("auto", "exact", "fast", "tilelang", "torch")
-KERNEL_NAMES = ("exact", "fast", "tilelang")  # the tilelang kernels
+IMPL_NAMES = ("auto", "exact", "fast", "block", "torch")
+KERNEL_NAMES = ("block", "exact", "fast")  # the tilelang kernels
+ALIASES = {"tilelang": "block"}  # the README once said --impl tilelang
 INSTALL_HINT = "pip install 'hccli[kernel]'"
 
 
 @dataclass(frozen=True)
 class KernelImpl:
-    name: str  # "exact", "fast", "tilelang" or "torch"
+    name: str  # "block", "exact", "fast" or "torch"
     device: str  # "cuda:0", "cpu", ...
     reason: str  # one line: how the choice was made
 
@@ -34,14 +38,14 @@ class KernelImpl:
         mixes: Any,
         scale: Any,
         base: Any,
-        hc_mult: int = 4,
-        iters: int = 20,
-        eps: float = 1e-6,
+        hc_mult: int = DEFAULT_HC_MULT,
+        iters: int = DEFAULT_SINKHORN_ITERS,
+        eps: float = DEFAULT_HC_EPS,
     ) -> tuple[Any, Any, Any]:
         """(pre, post, comb) as torch tensors on self.device; inputs may be numpy or torch."""
         import torch
 
-        from hccli.kernels.reference import as_float_tensor, hc_split_sinkhorn_torch
+        from hccli.kernels.torch_ref import as_float_tensor, hc_split_sinkhorn_torch
 
         mixes_t = as_float_tensor(mixes, "mixes", dtype=torch.float32, device=self.device)
         scale_t = as_float_tensor(scale, "hc_scale", dtype=torch.float32, device=self.device)
@@ -52,34 +56,42 @@ class KernelImpl:
 
 
 def kernel_function(name: str) -> Any:
-    """The launch function of a tilelang kernel by impl name (imports its module)."""
-    if name == "tilelang":
-        from hccli.kernels.tilelang_split import hc_split_sinkhorn_tilelang
+    """The public call of a tilelang kernel by impl name (imports its module)."""
+    if name == "block":
+        from hccli.kernels.block import hc_split_sinkhorn_block
 
-        return hc_split_sinkhorn_tilelang
-    from hccli.kernels import tilelang_fast
+        return hc_split_sinkhorn_block
+    if name == "exact":
+        from hccli.kernels.exact import hc_split_sinkhorn_exact
 
-    return tilelang_fast.hc_split_sinkhorn_exact if name == "exact" else tilelang_fast.hc_split_sinkhorn_fast
+        return hc_split_sinkhorn_exact
+    from hccli.kernels.fast import hc_split_sinkhorn_fast
+
+    return hc_split_sinkhorn_fast
+
+
+def supported_hc(name: str) -> tuple[int, ...]:
+    """The hc_mult a tilelang kernel has a build for (no tilelang import)."""
+    if name == "block":
+        from hccli.kernels.block import SUPPORTED_HC
+
+        return SUPPORTED_HC
+    from hccli.kernels.token_kernels import supported_hc as token_hc
+
+    return token_hc(name)
 
 
 def kernel_supports(name: str, hc_mult: int) -> bool:
-    """Whether the tilelang kernel `name` has a build for hc_mult (no tilelang import)."""
-    if name == "tilelang":
-        from hccli.kernels.tilelang_split import SUPPORTED_HC
-
-        return hc_mult in SUPPORTED_HC
-    from hccli.kernels.tilelang_fast import supported_hc
-
     return hc_mult in supported_hc(name)
 
 
 def check_kernel_supports(name: str, hc_mult: int) -> None:
-    if name == "tilelang":
-        from hccli.kernels.tilelang_split import check_supported
+    if name == "block":
+        from hccli.kernels.block import check_supported
 
         check_supported(hc_mult)
     else:
-        from hccli.kernels.tilelang_fast import check_supported
+        from hccli.kernels.token_kernels import check_supported
 
         check_supported(name, hc_mult)
 
@@ -125,9 +137,10 @@ def resolve_impl(name: str = "auto", device: str | None = None, hc_mult: int | N
     """Choose the implementation; HcError (exit 2) when the asked-for one cannot run here.
 
     auto: the exact kernel on a CUDA device when tilelang imports; where exact has
-    no build for hc_mult, the reference kernel (tilelang), and where that has none
-    either, the torch reference (on CUDA if present, else cpu).
+    no build for hc_mult, the block kernel, and where that has none either, the
+    torch reference (on CUDA if present, else cpu).
     """
+    name = ALIASES.get(name, name)
     if name not in IMPL_NAMES:
         raise HcError(f"implementation {name!r} is unknown; expected one of {', '.join(IMPL_NAMES)}")
     torch = _import_torch()
@@ -140,7 +153,7 @@ def resolve_impl(name: str = "auto", device: str | None = None, hc_mult: int | N
         return KernelImpl("torch", chosen, f"torch: the reference, {how}")
 
     if name in KERNEL_NAMES:
-        what = "the tilelang kernel" if name == "tilelang" else f"the {name} kernel"
+        what = f"the {name} kernel"
         if dev == "cpu":
             raise HcError(f"{what} runs on CUDA devices only, and device cpu was asked for")
         if not has_cuda:
@@ -162,9 +175,9 @@ def resolve_impl(name: str = "auto", device: str | None = None, hc_mult: int | N
     if problem:
         return KernelImpl("torch", chosen, f"auto: tilelang does not import ({problem}), using the torch reference on {chosen}")
     if hc_mult is not None and not kernel_supports("exact", hc_mult):
-        if kernel_supports("tilelang", hc_mult):
-            return KernelImpl("tilelang", chosen, f"auto: the exact kernel has no build for hc_mult {hc_mult}, "
-                              f"using the reference tilelang kernel (bit-identical, slower) on {chosen}")
+        if kernel_supports("block", hc_mult):
+            return KernelImpl("block", chosen, f"auto: the exact kernel has no build for hc_mult {hc_mult}, "
+                              f"using the block kernel (bit-identical, slower) on {chosen}")
         return KernelImpl(
             "torch", chosen, f"auto: no tilelang kernel has a build for hc_mult {hc_mult}, using the torch reference on {chosen}"
         )

@@ -1,25 +1,72 @@
-"""`hc run-kernel`'s core: gather the input and the op's parameters from where the
-user pointed, run the chosen implementation, and summarise. No printing here.
+"""`hc run-kernel`'s core: build the input from typed choices, run the chosen implementation,
+and summarise. No printing, and no flag names: the CLI parses its options into
+the MixSource / SiteRef / Overrides values below.
 
 Where hc_mult, the iteration count and eps come from, in order: a checkpoint's
-config.json; a --config; the tensors' shapes with the reference defaults (20
-iterations, eps 1e-6); the command's options. The result says which.
+config.json; a given config; the tensors' shapes with the reference defaults
+(vocab.DEFAULT_*); explicit overrides. The result says which.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 
 from hccli.errors import HcError
 from hccli.kernels import inputs
-from hccli.kernels.reference import mix_width
+from hccli.kernels.limits import MAX_SINKHORN_ITERS, check_hc_mult
+from hccli.vocab import (DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_NORM_EPS, DEFAULT_SINKHORN_ITERS,
+                         hc_from_mix_width, mix_width)
 
-DEFAULT_ITERS = 20
-DEFAULT_EPS = 1e-6
+
+@dataclass(frozen=True)
+class SampleMixes:
+    """The bundled sample (4 seeded tokens, with its own synthetic base/scale)."""
+
+
+@dataclass(frozen=True)
+class RandomMixes:
+    tokens: int
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class MixesFile:
+    path: Path
+
+
+@dataclass(frozen=True)
+class HiddenState:
+    """Mixes through the model's projection from a hidden state: seeded [tokens, hc, dim], or from `path`."""
+
+    tokens: int = inputs.SAMPLE_TOKENS
+    dim: int | None = None
+    seed: int = 0
+    path: Path | None = None
+
+
+MixSource = Union[SampleMixes, RandomMixes, MixesFile, HiddenState]
+
+
+@dataclass(frozen=True)
+class SiteRef:
+    """A checkpoint site whose hc_base / hc_scale (and hc_fn for a hidden state) to use."""
+
+    checkpoint: str
+    layer: int
+    site: str  # "attn" or "ffn"
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """Op parameters given explicitly; None keeps what was found."""
+
+    hc_mult: int | None = None
+    iters: int | None = None
+    eps: float | None = None
 
 
 @dataclass(frozen=True)
@@ -87,93 +134,80 @@ class RunResult:
 
 def _params_from_config(path: Path, what: str) -> RunParams:
     from hccli.config import load_config
+    from hccli.kernels.files import regular_file
 
+    regular_file(Path(path), "config.json")
     cfg = load_config(path)
-    return RunParams(cfg.hc_mult, cfg.hc_sinkhorn_iters, cfg.hc_eps, cfg.norm_eps, f"{what} {path}")
+    return RunParams(check_hc_mult(cfg.hc_mult, f"{what} {path}"), cfg.hc_sinkhorn_iters, cfg.hc_eps, cfg.norm_eps,
+                     f"{what} {path}")
 
 
-def gather(
-    *,
-    tokens: int | None = None,
-    seed: int = 0,
-    mixes_file: Path | None = None,
-    checkpoint: str | Path | None = None,
-    layer: int | None = None,
-    site: str = "attn",
-    hidden: bool = False,
-    hidden_file: Path | None = None,
-    dim: int | None = None,
-    config: Path | None = None,
-    hc_mult: int | None = None,
-    iters: int | None = None,
-    eps: float | None = None,
-) -> RunInput:
-    """Work out mixes, base, scale and the op's parameters from the options."""
-    if mixes_file is not None and (hidden or hidden_file is not None):
-        raise HcError("--mixes and --hidden are two sources of mixes; give one")
-    if tokens is not None and mixes_file is not None:
-        raise HcError("--tokens makes random mixes and --mixes reads them from a file; give one")
-    if checkpoint is None and layer is not None:
-        raise HcError("--layer needs --checkpoint (the layer whose hc_base and hc_scale to use)")
-    if checkpoint is not None and layer is None:
-        raise HcError(f"--checkpoint {checkpoint}: also give --layer L (and --site attn|ffn)")
-    if site not in ("attn", "ffn"):
-        raise HcError(f"--site {site!r}: the split-Sinkhorn op runs at the attn and ffn sites "
+def _check_part(site: Any, part: str, limit: int, label: str) -> None:
+    # the header says how big a tensor is: refuse before reading what no model holds
+    from hccli.kernels.limits import check_count
+
+    if part in site.parts:
+        info = site.parts[part][1]
+        count = 1
+        for d in info.shape:
+            count *= int(d)
+        check_count(f"{label}: tensor {info.name} {list(info.shape)}", count, limit)
+
+
+def prepare(source: MixSource, *, site: SiteRef | None = None, config: Path | None = None,
+            overrides: Overrides = Overrides()) -> RunInput:
+    """Mixes, base, scale and the op's parameters from typed choices."""
+    if site is not None and site.site not in ("attn", "ffn"):
+        raise HcError(f"site {site.site!r}: the split-Sinkhorn op runs at the attn and ffn sites "
                       "(the head mix has no Sinkhorn); expected attn or ffn")
-
-    # parameters of the op
+    hidden = isinstance(source, HiddenState)
     params: RunParams | None = None
     base = scale = fn = None
     base_origin = ""
     if config is not None:
-        params = _params_from_config(config, "--config")
-    if checkpoint is not None:
-        from hccli.checkpoint.hc import hc_from_mix_width, read_base_scale, read_part, select_site
+        params = _params_from_config(config, "config")
+    if site is not None:
+        from hccli.checkpoint.hc import read_base_scale, read_part, select_site
         from hccli.checkpoint.shardset import open_checkpoint
+        from hccli.kernels.limits import MAX_ELEMENTS, MAX_HC_MULT
 
-        ckpt = open_checkpoint(checkpoint, config=config)
-        s = select_site(ckpt, layer, site)
+        ckpt = open_checkpoint(site.checkpoint, config=config)
+        s = select_site(ckpt, site.layer, site.site)
+        for part in ("base", "scale"):
+            _check_part(s, part, mix_width(MAX_HC_MULT), str(site.checkpoint))
         base, scale = (a.reshape(-1) for a in read_base_scale(ckpt, s))
-        base_origin = f"hc_{site}_base/scale of {s.name} (layer {layer}) in {checkpoint}"
-        if hidden or hidden_file is not None:
+        base_origin = f"hc_{site.site}_base/scale of {s.name} (layer {site.layer}) in {site.checkpoint}"
+        if hidden:
+            _check_part(s, "fn", MAX_ELEMENTS, str(site.checkpoint))
             fn = read_part(ckpt, s, "fn")
         if ckpt.config is not None and params is None:
             c = ckpt.config
-            params = RunParams(c.hc_mult, c.hc_sinkhorn_iters, c.hc_eps, c.norm_eps, f"config {c.source}")
+            params = RunParams(check_hc_mult(c.hc_mult, f"config {c.source}"), c.hc_sinkhorn_iters, c.hc_eps,
+                               c.norm_eps, f"config {c.source}")
         elif params is None:
             hc = hc_from_mix_width(base.size)
             if hc is None or scale.size != 3:
-                raise HcError(f"{checkpoint}: hc_{site}_base of {s.name} has {base.size} values and scale "
+                raise HcError(f"{site.checkpoint}: hc_{site.site}_base of {s.name} has {base.size} values and scale "
                               f"{scale.size}; expected (2+hc)*hc and 3")
-            params = RunParams(hc, DEFAULT_ITERS, DEFAULT_EPS, 1e-6,
+            params = RunParams(check_hc_mult(hc, f"the shape of hc_{site.site}_base in {site.checkpoint}"),
+                               DEFAULT_SINKHORN_ITERS, DEFAULT_HC_EPS, DEFAULT_NORM_EPS,
                                f"the tensors' shapes (hc_mult {hc}; no config.json: reference defaults "
-                               f"{DEFAULT_ITERS} iterations, eps {DEFAULT_EPS:g})")
+                               f"{DEFAULT_SINKHORN_ITERS} iterations, eps {DEFAULT_HC_EPS:g})")
     if params is None:
-        params = RunParams(4, DEFAULT_ITERS, DEFAULT_EPS, 1e-6,
-                           f"reference defaults (hc_mult 4, {DEFAULT_ITERS} iterations, eps {DEFAULT_EPS:g})")
-    # explicit options override what was found, and say so
-    overrides = [f"{k} {v}" for k, v in (("hc_mult", hc_mult), ("iterations", iters), ("eps", eps)) if v is not None]
-    if hc_mult is not None and base is not None and hc_mult != params.hc_mult:
-        raise HcError(f"--hc-mult {hc_mult} disagrees with the checkpoint's hc_mult {params.hc_mult}")
-    if overrides:
-        params = RunParams(hc_mult or params.hc_mult, iters if iters is not None else params.iters,
-                           eps if eps is not None else params.eps, params.norm_eps,
-                           params.origin + "; " + ", ".join(overrides) + " from the options")
+        params = RunParams(DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS, DEFAULT_HC_EPS, DEFAULT_NORM_EPS,
+                           f"reference defaults (hc_mult {DEFAULT_HC_MULT}, {DEFAULT_SINKHORN_ITERS} iterations, "
+                           f"eps {DEFAULT_HC_EPS:g})")
+    params = _apply(params, overrides, from_checkpoint=base is not None)
     hc = params.hc_mult
-    if params.iters < 1:
-        raise HcError(f"--iters {params.iters}: expected at least 1 Sinkhorn iteration")
-    if not np.isfinite(params.eps) or params.eps < 0:
-        raise HcError(f"--eps {params.eps}: expected a finite number >= 0")
 
-    # the mixes
-    if hidden or hidden_file is not None:
-        fn_origin = f"hc_{site}_fn of {checkpoint}" if fn is not None else ""
-        src = inputs.hidden_mixes(tokens or inputs.SAMPLE_TOKENS, dim or inputs.SAMPLE_DIM, seed, hc, hidden_file,
+    if hidden:
+        fn_origin = f"hc_{site.site}_fn of {site.checkpoint}" if fn is not None else ""
+        src = inputs.hidden_mixes(source.tokens, source.dim or inputs.SAMPLE_DIM, source.seed, hc, source.path,
                                   params.norm_eps, fn=fn, fn_origin=fn_origin)
-    elif mixes_file is not None:
-        src = inputs.load_mixes(mixes_file, hc)
-    elif tokens is not None:
-        src = inputs.random_mixes(tokens, seed, hc)
+    elif isinstance(source, MixesFile):
+        src = inputs.load_mixes(source.path, hc)
+    elif isinstance(source, RandomMixes):
+        src = inputs.random_mixes(source.tokens, source.seed, hc)
     else:
         src = inputs.sample_mixes(hc)
 
@@ -185,10 +219,28 @@ def gather(
             base_origin = "the sample's synthetic base/scale (comb offsets 2 on the diagonal, scales 1)"
         else:
             scale, base = inputs.sample_params(hc)
-            base_origin = ("synthetic base/scale (comb offsets 2 on the diagonal, scales 1); "
-                           "--checkpoint PATH --layer L takes a model's own")
+            base_origin = "synthetic base/scale (comb offsets 2 on the diagonal, scales 1)"
     return RunInput(src.mixes, np.asarray(scale, np.float32), np.asarray(base, np.float32), src.provenance,
                     base_origin, src.nonfinite_tokens, params)
+
+
+def _apply(params: RunParams, o: Overrides, *, from_checkpoint: bool) -> RunParams:
+    """Explicit values override what was found, and say so."""
+    if o.hc_mult is not None and from_checkpoint and o.hc_mult != params.hc_mult:
+        raise HcError(f"hc_mult {o.hc_mult} asked for disagrees with the checkpoint's hc_mult {params.hc_mult} "
+                      f"({params.origin})")
+    given = [f"{k} {v}" for k, v in (("hc_mult", o.hc_mult), ("iterations", o.iters), ("eps", o.eps)) if v is not None]
+    if given:
+        params = RunParams(o.hc_mult or params.hc_mult, o.iters if o.iters is not None else params.iters,
+                           o.eps if o.eps is not None else params.eps, params.norm_eps,
+                           params.origin + "; " + ", ".join(given) + " given explicitly")
+    check_hc_mult(params.hc_mult, params.origin)
+    if not 1 <= params.iters <= MAX_SINKHORN_ITERS:
+        raise HcError(f"sinkhorn_iters {params.iters} ({params.origin}): expected at least 1 Sinkhorn iteration "
+                      f"and at most {MAX_SINKHORN_ITERS}")
+    if not np.isfinite(params.eps) or params.eps < 0:
+        raise HcError(f"eps {params.eps} ({params.origin}): expected a finite number >= 0")
+    return params
 
 
 def run(inp: RunInput, impl: str = "auto", device: str | None = None) -> RunResult:
@@ -206,43 +258,15 @@ def run(inp: RunInput, impl: str = "auto", device: str | None = None) -> RunResu
     )
 
 
-def check_save_path(path: Path, *, force: bool = False, protect: Path | None = None) -> None:
-    """Refuse a --save target before any work is done."""
-    path = Path(path)
-    if protect is not None:
-        root = protect if protect.is_dir() else protect.parent
-        try:
-            path.resolve().relative_to(root.resolve())
-            raise HcError(f"--save {path}: inside the checkpoint directory {root}; hc never writes there")
-        except ValueError:
-            pass
-    if path.exists() and not force:
-        raise HcError(f"--save {path}: file exists; expected a new file (or pass --force)")
-    if path.suffix != ".safetensors":
-        raise HcError(f"--save {path}: expected a .safetensors file name")
-    if not path.parent.is_dir():
-        raise HcError(f"--save {path}: no directory {path.parent}")
-
-
 def save_golden(result: RunResult, path: Path) -> None:
-    """Inputs and outputs as golden vectors for ports: one .safetensors file."""
-    from safetensors.numpy import save_file
+    """Inputs and outputs as golden vectors for ports: one .safetensors file (golden.py has the format)."""
+    from hccli.kernels import golden
 
-    path = Path(path)
     inp = result.input
     p = inp.params
-    tensors = {
-        "mixes": np.ascontiguousarray(inp.mixes.reshape(-1, inp.mixes.shape[-1]), dtype=np.float32),
-        "hc_scale": inp.scale.astype(np.float32), "hc_base": inp.base.astype(np.float32),
-        "pre": result.pre, "post": result.post, "comb": result.comb,
-    }
+    tensors = {"mixes": inp.mixes.reshape(-1, inp.mixes.shape[-1]), "hc_scale": inp.scale, "hc_base": inp.base,
+               "pre": result.pre, "post": result.post, "comb": result.comb}
     meta = {"impl": result.impl, "device": result.device, "hc_mult": str(p.hc_mult),
-            "sinkhorn_iters": str(p.iters), "eps": repr(p.eps), "input": inp.provenance,
+            "sinkhorn_iters": str(p.iters), "eps": repr(float(p.eps)), "input": inp.provenance,
             "base_scale": inp.params_provenance, "producer": "hccli run-kernel"}
-    tmp = path.with_name(path.name + ".partial")
-    try:
-        save_file(tensors, str(tmp), metadata=meta)
-        tmp.replace(path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise HcError(f"--save {path}: cannot write ({exc.strerror or exc})") from None
+    golden.save(path, tensors, meta)

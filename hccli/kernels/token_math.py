@@ -1,4 +1,4 @@
-"""The per-token arithmetic of the token-per-thread kernels (tilelang_fast.py), as tilelang macros.
+"""The per-token arithmetic of the token-per-thread kernels (token_kernels.py), as tilelang macros.
 
 Each factory returns a `T.macro` that works on one thread's registers:
 x [(2+hc)*hc] holds the token's mixes, ps the 3 scales and pb the (2+hc)*hc
@@ -17,12 +17,12 @@ import functools
 from typing import Any
 
 # Smallest dividend for which the shared-reciprocal quotient is certainly the IEEE one
-# (tilelang_fast.py): below 2^-102 the remainder a - d*q could lose bits to underflow.
+# (exact.py): below 2^-102 the remainder a - d*q could lose bits to underflow.
 SAFE_DIVIDEND = 2.0 ** -100
 
 
 def butterfly_sum(T: Any, vals: list[Any]) -> Any:
-    """The seed reduce's order: pairs n/2 apart first, then n/4 ...: (x0+x2)+(x1+x3) for 4."""
+    """The published kernel's reduce order: pairs n/2 apart first, then n/4 ...: (x0+x2)+(x1+x3) for 4."""
     while len(vals) > 1:
         h = len(vals) // 2
         vals = [T.ieee_add(vals[i], vals[i + h]) for i in range(h)]
@@ -55,7 +55,7 @@ def sinkhorn_loop(T: Any, n: int, unroll: int) -> Any:
 
 
 def exact_token(hc: int, iters: int, eps: float, shared_rcp: bool, loop_unroll: int = 1) -> Any:
-    """The seed kernel's float32 arithmetic, operation for operation (see tilelang_fast's docstring)."""
+    """The published kernel's float32 arithmetic, operation for operation (see exact.py's docstring)."""
     import tilelang.language as T
 
     two = 2 * hc

@@ -1,4 +1,4 @@
-"""The tilelang kernel on a real GPU against the torch reference and a float64 version.
+"""The block kernel on a real GPU against the torch reference and a float64 version.
 
 Outputs are filled with NaN before every launch, so an element the kernel fails
 to write shows up. Inputs are fresh random numbers; the seed is in every failure
@@ -21,7 +21,8 @@ pytestmark = [
 ]
 
 from hccli.errors import HcError  # noqa: E402
-from hccli.kernels.reference import hc_split_sinkhorn_torch, mix_width  # noqa: E402
+from hccli.kernels.torch_ref import hc_split_sinkhorn_torch
+from hccli.vocab import mix_width  # noqa: E402
 
 REF_TOL = 1e-6  # against the float32 torch reference
 F64_TOL = 2e-6  # against float64
@@ -30,9 +31,9 @@ F64_TOL = 2e-6  # against float64
 @pytest.fixture(scope="module")
 def kernel():
     pytest.importorskip("tilelang")
-    from hccli.kernels.tilelang_split import hc_split_sinkhorn_tilelang
+    from hccli.kernels.block import hc_split_sinkhorn_block
 
-    return hc_split_sinkhorn_tilelang
+    return hc_split_sinkhorn_block
 
 
 def split_sinkhorn_f64(mixes, scale, base, hc, iters, eps):

@@ -1,8 +1,10 @@
-"""The torch reference of the split-Sinkhorn op (`hc_split_sinkhorn`).
+"""The `torch` implementation: the torch reference of the split-Sinkhorn op.
 
-It follows the order of operations of the model's own kernel
+Every tilelang kernel is tested against it (their `ref_program`); it is tested
+against an independent float64 version (tests/f64_ref.py). It follows the order
+of operations of the published reference kernel
 (DeepSeek-V4.1-Flash inference/kernel.py 406-474) step by step, so that it
-doubles as the readable specification of what the tilelang kernel computes:
+doubles as the readable specification of what the tilelang kernels compute:
 
     pre[j]    = sigmoid(mixes[j] * scale[0] + base[j]) + eps
     post[j]   = 2 * sigmoid(mixes[hc + j] * scale[1] + base[hc + j])
@@ -23,11 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from hccli.errors import HcError
-
-
-def mix_width(hc_mult: int) -> int:
-    """Length of one token's mix vector: hc pre + hc post + hc*hc comb numbers."""
-    return (2 + hc_mult) * hc_mult
+from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS, mix_width
 
 
 def check_op_params(hc_mult: Any, sinkhorn_iters: Any, eps: Any) -> None:
@@ -72,9 +70,9 @@ def hc_split_sinkhorn_torch(
     mixes: Any,
     hc_scale: Any,
     hc_base: Any,
-    hc_mult: int = 4,
-    sinkhorn_iters: int = 20,
-    eps: float = 1e-6,
+    hc_mult: int = DEFAULT_HC_MULT,
+    sinkhorn_iters: int = DEFAULT_SINKHORN_ITERS,
+    eps: float = DEFAULT_HC_EPS,
 ) -> tuple[Any, Any, Any]:
     """(pre [..., hc], post [..., hc], comb [..., hc, hc]) for mixes [..., (2+hc)*hc].
 

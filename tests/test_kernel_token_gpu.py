@@ -1,7 +1,7 @@
-"""The exact and fast kernels on a real GPU against the reference tilelang kernel.
+"""The exact and fast kernels on a real GPU against the block kernel.
 
-exact must be bit-identical to the reference kernel (the seed's shape, whose float32
-results the model's own kernel gives), fast within 1e-6 of it. Inputs are fresh
+exact must be bit-identical to the block kernel (the published reference kernel's
+shape, whose float32 results the published kernel gives), fast within 1e-6 of it. Inputs are fresh
 random numbers (the seed is in every failure message) and outputs are filled with
 NaN before every launch, so an element a kernel fails to write shows up. Run with
 `pytest -m gpu`; skipped without a CUDA device.
@@ -22,19 +22,21 @@ pytestmark = [
 ]
 
 from hccli.errors import HcError  # noqa: E402
-from hccli.kernels.reference import hc_split_sinkhorn_torch, mix_width  # noqa: E402
+from hccli.kernels.torch_ref import hc_split_sinkhorn_torch
+from hccli.vocab import mix_width  # noqa: E402
 
-FAST_TOL = 1e-6  # fast against the reference kernel
+FAST_TOL = 1e-6  # fast against the block kernel
 F64_TOL = 2e-6
 
 
 @pytest.fixture(scope="module")
 def kernels():
     pytest.importorskip("tilelang")
-    from hccli.kernels.tilelang_fast import hc_split_sinkhorn_exact, hc_split_sinkhorn_fast
-    from hccli.kernels.tilelang_split import hc_split_sinkhorn_tilelang
+    from hccli.kernels.exact import hc_split_sinkhorn_exact
+    from hccli.kernels.fast import hc_split_sinkhorn_fast
+    from hccli.kernels.block import hc_split_sinkhorn_block
 
-    return hc_split_sinkhorn_tilelang, hc_split_sinkhorn_exact, hc_split_sinkhorn_fast
+    return hc_split_sinkhorn_block, hc_split_sinkhorn_exact, hc_split_sinkhorn_fast
 
 
 def _seed():
@@ -62,16 +64,16 @@ def _identical(a, b):
 
 
 def _check(kernels, n, hc=4, iters=20, eps=1e-6, std=1.0, fast=True):
-    reference, exact, fast_k = kernels
+    block, exact, fast_k = kernels
     seed = _seed()
     mixes, scale, base = _inputs(n, hc, seed, std)
-    want = reference(mixes, scale, base, hc, iters, eps, out=_poisoned((n,), hc))
+    want = block(mixes, scale, base, hc, iters, eps, out=_poisoned((n,), hc))
     out = _poisoned((n,), hc)
     got = exact(mixes, scale, base, hc, iters, eps, out=out)
     assert all(g is o for g, o in zip(got, out))
     for name, g, w in zip(("pre", "post", "comb"), got, want):
         assert not bool(g.isnan().any()), f"exact {name}: unwritten (NaN) elements, n={n} seed={seed}"
-        assert _identical(g, w), (f"exact {name}: {int((g != w).sum())} elements differ from the reference "
+        assert _identical(g, w), (f"exact {name}: {int((g != w).sum())} elements differ from the block "
                                   f"kernel (max {float((g - w).abs().max()):.3g}), n={n} hc={hc} seed={seed}")
     if not fast:
         return
@@ -79,7 +81,7 @@ def _check(kernels, n, hc=4, iters=20, eps=1e-6, std=1.0, fast=True):
     for name, g, w in zip(("pre", "post", "comb"), got, want):
         assert not bool(g.isnan().any()), f"fast {name}: unwritten (NaN) elements, n={n} seed={seed}"
         d = (g - w).abs().max().item()
-        assert d <= FAST_TOL, f"fast {name}: max |fast - reference| {d:.3g}, n={n} hc={hc} seed={seed}"
+        assert d <= FAST_TOL, f"fast {name}: max |fast - block| {d:.3g}, n={n} hc={hc} seed={seed}"
 
 
 @pytest.mark.parametrize("n", [1, 7, 4096, 1 << 20, 1 << 24])
@@ -97,7 +99,7 @@ def test_other_hc_iters_and_eps(kernels, hc, iters, eps):
 def test_exact_with_large_logits(kernels, std):
     # near one-hot softmax rows: tiny e take the softmax's guarded IEEE path. The
     # problem itself is ill-conditioned there (the torch reference is 1e-6 away
-    # from the reference kernel), so only the exact kernel is held to it.
+    # from the block kernel), so only the exact kernel is held to it.
     _check(kernels, 65536, std=std, fast=False)
 
 
@@ -166,11 +168,12 @@ def test_registry_auto_is_exact_with_fallbacks(kernels):
     impl = resolve_impl("auto")
     assert (impl.name, impl.device) == ("exact", "cuda:0") and "exact" in impl.reason
     fallback = resolve_impl("auto", hc_mult=16)
-    assert fallback.name == "tilelang" and "no build for hc_mult 16" in fallback.reason
+    assert fallback.name == "block" and "no build for hc_mult 16" in fallback.reason
+    assert resolve_impl("tilelang").name == "block"  # the old spelling, kept as an alias
     assert resolve_impl("auto", hc_mult=3).name == "torch"
     assert resolve_impl("fast").name == "fast"
     sample = sample_mixes()
-    ref = resolve_impl("tilelang").run(sample.mixes, sample.hc_scale, sample.hc_base)
+    ref = resolve_impl("block").run(sample.mixes, sample.hc_scale, sample.hc_base)
     got = impl.run(sample.mixes, sample.hc_scale, sample.hc_base)
     assert all(torch.equal(a, b) for a, b in zip(got, ref))
     got = resolve_impl("fast").run(sample.mixes, sample.hc_scale, sample.hc_base)
@@ -184,7 +187,7 @@ def test_run_kernel_cli_with_the_new_impls(impl):
 
     a = run_hc("run-kernel", "--tokens", "1000", "--impl", impl, "--json")
     assert a.exit_code == 0, a.stderr
-    b = run_hc("run-kernel", "--tokens", "1000", "--impl", "tilelang", "--json").json()
+    b = run_hc("run-kernel", "--tokens", "1000", "--impl", "block", "--json").json()
     doc = a.json()
     assert doc["impl"] == impl and doc["device"].startswith("cuda")
     for key in ("pre", "post", "comb"):
@@ -193,12 +196,55 @@ def test_run_kernel_cli_with_the_new_impls(impl):
 
 
 def test_bench_on_the_gpu_reports_exact_identical(hc):
-    r = hc("bench", "--tokens", "4096", "--reps", "2", "--warmup", "1", "--json")
+    r = hc("bench", "--tokens", "4096", "--reps", "2", "--warmup", "1", "--host", "--json")
     assert r.exit_code == 0, r.stderr
     doc = r.json()
     assert doc["mode"] == "gpu" and doc["copy_gbps"] > 100
     rows = {x["impl"]: x for x in doc["rows"]}
-    assert set(rows) == {"reference", "torch", "exact", "fast"}
+    assert set(rows) == {"block", "torch", "exact", "fast"}
     assert rows["exact"]["differing"] == 0 and max(rows["exact"]["max_diff"].values()) == 0.0
     assert max(rows["fast"]["max_diff"].values()) <= FAST_TOL
-    assert rows["reference"]["speedup"] == 1.0
+    assert rows["block"]["speedup"] == 1.0
+    host = {(x["impl"], x["tokens"]): x for x in doc["host"]}
+    assert set(host) == {(i, n) for i in ("block", "torch", "exact", "fast") for n in (1, 64, 4096)}
+    for (impl, n), x in host.items():
+        assert x["call_us"] > 0 and x["alloc_us"] > 0
+        assert (x["raw_us"] is None) == (impl == "torch")
+        assert x["gpu_ms"] == (rows[impl]["ms"] if n == 4096 else None)
+
+
+def test_fast_path_gives_the_checked_paths_results(kernels):
+    from hccli.kernels import token_launch
+
+    _, exact, fast = kernels
+    for k, variant in ((exact, "exact"), (fast, "fast")):
+        mixes, scale, base = _inputs(513, 4, _seed())
+        # the first call takes the checked path and leaves the compiled launch for the fast one
+        want = k(mixes.clone().view(513, 1, 24)[:, 0], scale.cpu(), base.cpu())
+        ready = token_launch._READY[(variant, 4, 20, 1e-6, 0)]
+        got = k(mixes, scale, base)
+        assert ready.scale is scale and ready.base is base  # taken: scale/base remembered as found right
+        assert all(torch.equal(a, b) for a, b in zip(got, want))
+        out = _poisoned((513,), 4)
+        assert all(a is b for a, b in zip(k(mixes, scale, base, out=out), out))
+        assert all(torch.equal(a, b) for a, b in zip(out, want))
+        # out= triples are remembered by object and data pointer: alternating, re-used, smaller ones all right
+        out2 = _poisoned((513,), 4)
+        for o in (out2, out, out2):
+            assert all(a is b for a, b in zip(k(mixes, scale, base, out=o), o))
+        assert all(torch.equal(a, b) for a, b in zip(out2, want))
+        small = _poisoned((5,), 4)
+        k(mixes[:5], scale, base, out=small)
+        assert all(torch.equal(a, b[:5]) for a, b in zip(small, want))
+        assert k(mixes, scale, base)[2].shape == (513, 4, 4)
+        # scale and base are used as given, never a stale copy: an in-place change reaches the kernel
+        scale.mul_(0.5)
+        changed = k(mixes, scale, base)
+        again = k(mixes, scale.clone(), base.clone())  # new objects: checked again on the fast path
+        assert all(torch.equal(a, b) for a, b in zip(changed, again))
+        assert not torch.equal(changed[2], want[2])
+        # not right (a transposed view, float64 scale): the checked path, same answers
+        t = mixes.t().contiguous().t()
+        assert not t.is_contiguous()
+        assert all(torch.equal(a, b) for a, b in zip(k(t, scale, base), changed))
+        assert all(torch.equal(a, b) for a, b in zip(k(mixes, scale.double(), base), changed))

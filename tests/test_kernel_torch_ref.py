@@ -17,7 +17,8 @@ torch = pytest.importorskip("torch")
 
 from hccli.errors import HcError  # noqa: E402
 from f64_ref import split_sinkhorn_f64  # noqa: E402
-from hccli.kernels.reference import hc_split_sinkhorn_torch, mix_width  # noqa: E402
+from hccli.kernels.torch_ref import hc_split_sinkhorn_torch
+from hccli.vocab import mix_width  # noqa: E402
 
 TOL = 2e-6
 
