@@ -105,7 +105,7 @@ def draw_diff(data: DiffFigureData) -> Drawn:
     ax.grid(True, which="major", linewidth=0.3, alpha=0.5)
     if layers:
         ax.set_xlim(layers[0] - 1, layers[-1] + 1)
-    if data.rows:
+    if ax.get_legend_handles_labels()[0]:
         # above the axes: inside, it would hide the ceiling or the floor
         ax.legend(fontsize=6, ncol=6, loc="lower right", bbox_to_anchor=(1.0, 1.0), frameon=False)
     return Drawn(fig, arrays)
