@@ -174,6 +174,18 @@ def test_site_values_validated(tiny_inspect, mutate, key):
     assert key in str(e.value) and "hc[0]" in str(e.value) and "\n" not in str(e.value)
 
 
+def test_model_nothing_or_too_much_to_draw(tiny_inspect):
+    from hccli.plot.model import MAX_LAYERS, ModelFigureData, SiteValues
+
+    with pytest.raises(HcError, match="no HC values"):
+        ModelFigureData("ck", None, None, ())
+    one = SiteValues.from_json(tiny_inspect[1]["hc"][0])
+    many = tuple(SiteValues(i, "attn", False, one.scale, one.pre, one.post, one.comb) for i in range(MAX_LAYERS + 1))
+    with pytest.raises(HcError, match=f"at most {MAX_LAYERS}"):
+        ModelFigureData("ck", None, None, many)
+    ModelFigureData("ck", None, None, many[:MAX_LAYERS])
+
+
 # --- the kernel figure (run-kernel) ---
 
 def kernel_input(tokens: int = 10, hc: int = 4):
@@ -260,6 +272,8 @@ def test_diff_all_equal_and_bad_rows(mpl, tmp_path):
         DiffFigureData("a", "b", (DiffRow(0, "attn", "weight", 1.0),), 0.0)
     with pytest.raises(HcError, match="tolerance"):
         DiffFigureData("a", "b", (), float("nan"))
+    with pytest.raises(HcError, match="at most"):
+        DiffFigureData("a", "b", (DiffRow(0, "attn", "fn", 0.0),) * 20_001, 0.0)
 
 
 # --- the params figure (count-params) ---
@@ -293,6 +307,8 @@ def test_params_without_model_and_bad_convention(mpl, tmp_path):
     assert "components" not in drawn.arrays and len(drawn.figure.axes) == 2
     with pytest.raises(HcError, match="convention 'text_path'"):
         params_data_from_json(doc, "text_path")
+    with pytest.raises(HcError, match="nothing to plot"):
+        params_data_from_json({"config": {"path": "c.json"}, "selection": {"lines": []}, "groups": []})
     doc["groups"][0]["hc_params"] = "many"
     with pytest.raises(HcError, match=r"groups\[0\]\.hc_params"):
         params_data_from_json(doc)
@@ -347,6 +363,19 @@ def test_missing_matplotlib_gives_the_install_hint(monkeypatch, tmp_path):
         plot_kernel(KernelFigureData("x", *kernel_input(2)), tmp_path / "k.png")
     assert INSTALL_HINT in str(e.value) and "\n" not in str(e.value) and e.value.exit_code == 2
     assert not (tmp_path / "k.png").exists()
+
+
+def test_global_matplotlib_state_left_alone(mpl, tmp_path):
+    from hccli.plot.kernel import KernelFigureData, plot_kernel
+
+    with mpl.rc_context({"font.size": 17.0, "svg.hashsalt": None}):
+        before = dict(mpl.rcParams)
+        drawn = plot_kernel(KernelFigureData("x", *kernel_input(2)), tmp_path / "k.svg")
+        assert dict(mpl.rcParams) == before
+    # a user's rc settings do not reach the figure (same bytes whatever matplotlibrc says)
+    plot_kernel(KernelFigureData("x", *kernel_input(2)), tmp_path / "k2.svg")
+    assert (tmp_path / "k.svg").read_bytes() == (tmp_path / "k2.svg").read_bytes()
+    assert type(drawn.figure.canvas).__name__ == "FigureCanvasAgg"
 
 
 def test_hc_start_up_imports_no_matplotlib():

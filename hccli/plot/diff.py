@@ -18,6 +18,7 @@ from hccli.plot import Drawn, clean_text, new_figure, plot_format, plot_style, s
 
 PART_COLOURS = {"fn": "#1f77b4", "base": "#ff7f0e", "scale": "#2ca02c"}
 SITE_MARKERS = {"attn": "o", "ffn": "s", "head": "^"}
+MAX_ROWS = 20_000  # 3 parts x 3 sites x a few hundred layers is far below; bounds a hostile document
 SITE_OFFSET = {"attn": -0.15, "ffn": 0.15, "head": 0.0}  # attn and ffn of one layer side by side
 
 
@@ -39,6 +40,8 @@ class DiffFigureData:
     def __post_init__(self) -> None:
         if not (math.isfinite(self.tolerance) and self.tolerance >= 0):
             raise HcError(f"diff plot: tolerance must be a finite number >= 0, got {self.tolerance!r}")
+        if len(self.rows) > MAX_ROWS:
+            raise HcError(f"diff plot: {len(self.rows)} site parts; the plot draws at most {MAX_ROWS}")
         for r in self.rows:
             if r.part not in PART_COLOURS or r.site not in SITE_MARKERS:
                 raise HcError(f"diff plot: layer {r.layer}: unknown site/part {clean_text(r.site, 20)!r}/"

@@ -45,6 +45,8 @@ class ParamsFigureData:
         if self.convention not in CONVENTIONS:
             raise HcError(f"params plot: unknown convention {clean_text(self.convention, 40)!r}; expected one of "
                           + ", ".join(CONVENTIONS))
+        if not (self.components or self.hc_parts or self.groups):
+            raise HcError(f"{clean_text(self.title)}: nothing to plot (no components, HC parts or groups)")
         if max(len(self.components), len(self.hc_parts), len(self.groups)) > _MAX_BARS:
             raise HcError(f"params plot: more than {_MAX_BARS} bars in one panel")
 
