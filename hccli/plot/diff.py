@@ -1,0 +1,123 @@
+"""The diff figure (`hc diff A B --plot`): each site's largest absolute difference
+per part (fn / base / scale) on a log axis by layer, the tolerance as a line.
+
+A log axis has no place for 0, and equal tensors are the common case: they are
+drawn at a floor two decades under the smallest difference (or the tolerance),
+hollow, with the floor marked. NaN/Inf differences are drawn at a ceiling, as x."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from hccli.errors import HcError
+from hccli.plot import Drawn, clean_text, new_figure, plot_format, plot_style, save_figure
+
+PART_COLOURS = {"fn": "#1f77b4", "base": "#ff7f0e", "scale": "#2ca02c"}
+SITE_MARKERS = {"attn": "o", "ffn": "s", "head": "^"}
+MAX_ROWS = 20_000  # 3 parts x 3 sites x a few hundred layers is far below; bounds a hostile document
+SITE_OFFSET = {"attn": -0.15, "ffn": 0.15, "head": 0.0}  # attn and ffn of one layer side by side
+
+
+@dataclass(frozen=True)
+class DiffRow:
+    layer: int
+    site: str  # attn | ffn | head
+    part: str  # fn | base | scale
+    max_abs: float  # largest |a - b| over the tensor; 0 when equal, NaN/Inf when either is not finite
+
+
+@dataclass(frozen=True)
+class DiffFigureData:
+    label_a: str
+    label_b: str
+    rows: tuple[DiffRow, ...]
+    tolerance: float
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.tolerance) and self.tolerance >= 0):
+            raise HcError(f"diff plot: tolerance must be a finite number >= 0, got {self.tolerance!r}")
+        if len(self.rows) > MAX_ROWS:
+            raise HcError(f"diff plot: {len(self.rows)} site parts; the plot draws at most {MAX_ROWS}")
+        for r in self.rows:
+            if r.part not in PART_COLOURS or r.site not in SITE_MARKERS:
+                raise HcError(f"diff plot: layer {r.layer}: unknown site/part {clean_text(r.site, 20)!r}/"
+                              f"{clean_text(r.part, 20)!r}; expected attn|ffn|head and fn|base|scale")
+
+
+def axis_limits(values: np.ndarray, tolerance: float) -> tuple[float, float]:
+    """(floor, ceiling): powers of ten two decades below the smallest and above the
+    largest positive finite value among the differences and the tolerance."""
+    pos = values[np.isfinite(values) & (values > 0)]
+    marks = np.concatenate([pos, [tolerance] if tolerance > 0 else []])
+    if marks.size == 0:
+        return 1e-12, 1.0  # all equal and an exact tolerance: a floor is all there is to show
+    return 10.0 ** (math.floor(math.log10(marks.min())) - 2), 10.0 ** (math.ceil(math.log10(marks.max())) + 2)
+
+
+def draw_diff(data: DiffFigureData) -> Drawn:
+    """The figure, unsaved. Call inside plot_style() (plot_diff does)."""
+    values = np.array([r.max_abs for r in data.rows], dtype=np.float64)
+    floor, ceiling = axis_limits(values, data.tolerance)
+    layers = sorted({r.layer for r in data.rows})
+    width = max(8, min(24, math.ceil(2 + 0.22 * len(layers))))
+    fig = new_figure(width, 5)
+    over = int(np.sum(~np.isfinite(values) | (values > data.tolerance)))
+    fig.suptitle(f"{clean_text(data.label_a, 60)}  vs  {clean_text(data.label_b, 60)}", x=0.06, ha="left",
+                 fontsize=10, parse_math=False)
+    fig.text(0.06, 0.905, f"largest |a - b| per site and part; {over} of {len(data.rows)} over the tolerance "
+             f"{data.tolerance:g}", fontsize=8, color="#444444")
+    ax = fig.add_axes([0.06, 0.12, 0.78, 0.74])
+    ax.set_yscale("log")
+    ax.set_ylim(floor / 3, ceiling * 3)
+    arrays: dict[str, np.ndarray] = {"floor": np.array([floor]), "ceiling": np.array([ceiling])}
+    for part, colour in PART_COLOURS.items():
+        for site, marker in SITE_MARKERS.items():
+            rows = sorted((r for r in data.rows if r.part == part and r.site == site), key=lambda r: r.layer)
+            if not rows:
+                continue
+            x = np.array([r.layer + SITE_OFFSET[site] for r in rows])
+            v = np.array([r.max_abs for r in rows], dtype=np.float64)
+            for kind, mask, y, style in (
+                ("value", np.isfinite(v) & (v > 0), v, {"color": colour}),
+                ("zero", v == 0, np.full(v.shape, floor), {"markerfacecolor": "none", "color": colour}),
+                ("nonfinite", ~np.isfinite(v), np.full(v.shape, ceiling), {"color": colour}),
+            ):
+                if not mask.any():
+                    continue
+                m = "x" if kind == "nonfinite" else marker
+                line, = ax.plot(x[mask], y[mask], linestyle="none", marker=m, markersize=4,
+                                label=f"{part} ({site})" if kind == "value" else None, **style)
+                arrays[f"{part}/{site}/{kind}/layer"] = np.rint(np.asarray(line.get_xdata()) - SITE_OFFSET[site])
+                arrays[f"{part}/{site}/{kind}/y"] = np.asarray(line.get_ydata(), dtype=np.float64)
+    ax.axhline(floor, color="#999999", linewidth=0.7, linestyle=":")
+    ax.text(1.005, floor, "= 0 (equal)", transform=ax.get_yaxis_transform(), fontsize=7, va="center",
+            color="#666666")
+    ax.axhline(ceiling, color="#999999", linewidth=0.7, linestyle=":")
+    ax.text(1.005, ceiling, "NaN / Inf", transform=ax.get_yaxis_transform(), fontsize=7, va="center",
+            color="#666666")
+    if data.tolerance > 0:
+        ax.axhline(data.tolerance, color="#d62728", linewidth=1.0, linestyle="--")
+        ax.text(1.005, data.tolerance, f"tolerance\n{data.tolerance:g}", transform=ax.get_yaxis_transform(),
+                fontsize=7, va="center", color="#d62728")
+    ax.set_xlabel("layer (stages after the backbone; attn left, ffn right of each layer)")
+    ax.set_ylabel("max |a - b|")
+    ax.grid(True, which="major", linewidth=0.3, alpha=0.5)
+    if layers:
+        ax.set_xlim(layers[0] - 1, layers[-1] + 1)
+    if ax.get_legend_handles_labels()[0]:
+        # above the axes: inside, it would hide the ceiling or the floor
+        ax.legend(fontsize=6, ncol=6, loc="lower right", bbox_to_anchor=(1.0, 1.0), frameon=False)
+    return Drawn(fig, arrays)
+
+
+def plot_diff(data: DiffFigureData, path: str | Path, *, forbidden_dir: str | Path | None = None) -> Drawn:
+    """Draw the diff figure and write it to path (.png or .svg)."""
+    plot_format(path)
+    with plot_style():
+        drawn = draw_diff(data)
+        save_figure(drawn.figure, path, forbidden_dir=forbidden_dir)
+    return drawn
