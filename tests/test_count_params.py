@@ -114,7 +114,7 @@ def test_by_layer_json():
     (["--site", "mlp2"], "--site"),
     (["--component", "nope"], "--component"),
     (["--role", "boss"], "--role"),
-    (["--group", "77"], "out of range"),
+    (["--group", "77"], "the groups are 0-1, 2-7, 8-13"),
     (["--layers", "3", "--site", "head"], "matches no HC site"),
     ([str(SAMPLES / "deepseek-v4-flash.json"), "--site", "head", "--component", "comb"], "pre and fn only"),
 ])

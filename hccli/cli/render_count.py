@@ -1,4 +1,6 @@
-"""Rich renderables for `hc count-params` (built here, printed by output.show)."""
+"""`hc count-params` for people and for scripts: rich renderables (printed by
+output.show) and the JSON document, both from the report's typed rows. The
+titles and sentences live here, not in the core."""
 
 from __future__ import annotations
 
@@ -7,12 +9,52 @@ from typing import Any, Iterator
 from rich.table import Table
 from rich.text import Text
 
-from hccli.accounting import HC_TITLES
+from hccli.accounting import SelectionLine
 from hccli.cli.output import safe
 from hccli.count_report import CountReport
-from hccli.inventory import COMPONENT_TITLES
+from hccli.jsonable import to_jsonable
 
 SITE_TITLES = {"attn": "attention site", "ffn": "FFN site", "head": "head mix"}
+HC_TITLES = {
+    "pre": "Reading weights",
+    "post": "Writing weights",
+    "comb": "Stream combination",
+    "fn": "Mix projection",
+}
+COMPONENT_TITLES = {
+    "attention": "Attention",
+    "indexer": "Indexer",
+    "compressor": "KV compressor",
+    "router": "Router",
+    "routed_experts": "Routed experts",
+    "shared_expert": "Shared expert",
+    "norms": "Norms",
+    "embeddings_head": "Embeddings / head",
+    "engram": "Engram",
+    "hyper_connections": "Hyper-connections",
+    "vision": "Vision",
+    "dspark": "DSpark / MTP stages",
+}
+
+
+def line_text(line: SelectionLine) -> str:
+    """'Stream combination (attn): 17 x 5 layers = 85'."""
+    if line.site == "head":
+        unit = "head mix" if line.instances == 1 else "head mixes"
+    else:
+        unit = "layer" if line.instances == 1 else "layers"
+    head = f"{HC_TITLES[line.component]} ({line.site})"
+    if line.per_instance is not None:
+        return f"{head}: {line.per_instance:,} x {line.instances} {unit} = {line.total:,}"
+    return f"{head}: {line.instances} {unit}, {line.total:,} in all"
+
+
+def json_document(r: CountReport) -> dict[str, Any]:
+    """The report's rows, with each selection line's sentence beside its numbers."""
+    doc = to_jsonable(r)
+    for line, out in zip(r.selection.lines, doc["selection"]["lines"]):
+        out["text"] = line_text(line)
+    return doc
 
 
 def _n(x: int) -> str:
@@ -27,10 +69,10 @@ def _header(r: CountReport) -> Iterator[Any]:
     c = r.config
     stage_word = "DSpark" if c.stage_kind == "dspark" else "MTP"
     yield Text.from_markup(
-        f"[bold]{safe(c.source)}[/] ({c.style} style, family {c.family}): "
+        f"[bold]{safe(c.path)}[/] ({c.style} style, family {c.family}): "
         f"{c.n_layers} layers + {c.n_stages} {stage_word} stage{'s' if c.n_stages != 1 else ''}, "
         f"dim {c.dim:,}, hc_mult {c.hc_mult}, {c.hc_sinkhorn_iters} Sinkhorn iterations, eps {c.hc_eps:g}, "
-        f"{'head mix' if c.has_head_mix else 'no head mix'}"
+        f"{'head mix' if c.head_mix else 'no head mix'}"
     )
     for note in c.notes:
         yield Text.from_markup(f"[yellow]note:[/] {safe(note)}")
@@ -40,7 +82,7 @@ def _selection(r: CountReport) -> Iterator[Any]:
     sel = r.selection
     yield Text.from_markup(f"\n[bold]Selection[/]: {safe(sel.description)}")
     for line in sel.lines:
-        yield Text("  " + line.text)
+        yield Text("  " + line_text(line))
     if len(sel.lines) > 1:
         unit = "site" if sel.instances == 1 else "sites"
         if sel.per_instance is not None:
@@ -50,7 +92,7 @@ def _selection(r: CountReport) -> Iterator[Any]:
 
 
 def _per_site(r: CountReport) -> Iterator[Any]:
-    per = r.per_site()
+    per = dict(r.per_site)
     if "attn" in per and per.get("ffn") == per["attn"]:  # the usual case: show one table for both
         per = {"attn+ffn": per["attn"], **{k: v for k, v in per.items() if k not in ("attn", "ffn")}}
     for site, info in per.items():
@@ -59,9 +101,9 @@ def _per_site(r: CountReport) -> Iterator[Any]:
         t.add_column("component")
         t.add_column("calculation")
         t.add_column("parameters", justify="right")
-        for comp, n in info["params"].items():
-            t.add_row(f"{HC_TITLES[comp]} ({comp})", info["detail"][comp], _n(n))
-        t.add_row("[bold]site total[/]", "", f"[bold]{_n(info['total'])}[/]")
+        for comp, n in info.params.items():
+            t.add_row(f"{HC_TITLES[comp]} ({comp})", info.detail[comp], _n(n))
+        t.add_row("[bold]site total[/]", "", f"[bold]{_n(info.total)}[/]")
         yield Text("")
         yield t
 
@@ -70,16 +112,16 @@ def _groups(r: CountReport) -> Iterator[Any]:
     t = Table(title="Layer groups", title_justify="left", show_edge=False)
     for col, just in (("group", "left"), ("layers", "right"), ("what", "left"), ("HC parameters", "right")):
         t.add_column(col, justify=just)
-    for g in r.group_rows():
-        t.add_row(g["label"], str(g["layers"]), g["description"], _n(g["hc_params"]))
+    for g in r.groups:
+        t.add_row(g.label, str(g.layers), g.description, _n(g.hc_params))
     yield Text("")
     yield t
-    tp, st = r.text_path(), r.stages()
-    head = f" (head mix {_n(tp['head_mix_params'])})" if tp["head_mix_params"] else ""
-    yield Text.from_markup(f"\n[bold]Text path HC parameters[/]: {_n(tp['hc_params'])} in {tp['sites']} sites{head}")
-    if st["count"]:
-        word = "DSpark" if st["kind"] == "dspark" else "MTP"
-        yield Text(f"{word} stages, reported beside: {_n(st['hc_params'])} in {st['sites']} sites "
+    tp, st = r.text_path, r.stages
+    head = f" (head mix {_n(tp.head_mix_params)})" if tp.head_mix_params else ""
+    yield Text.from_markup(f"\n[bold]Text path HC parameters[/]: {_n(tp.hc_params)} in {tp.sites} sites{head}")
+    if st.count:
+        word = "DSpark" if st.kind == "dspark" else "MTP"
+        yield Text(f"{word} stages, reported beside: {_n(st.hc_params)} in {st.sites} sites "
                    f"(add --stages to select them)")
 
 
@@ -87,9 +129,9 @@ def _layers(r: CountReport) -> Iterator[Any]:
     t = Table(title="Per layer", title_justify="left", show_edge=False)
     for col in ("layer", "roles", "ratio", "group", "attn", "ffn", "head", "total"):
         t.add_column(col, justify="left" if col in ("layer", "roles", "group") else "right")
-    for row in r.layer_rows():
-        t.add_row(row["name"], ",".join(row["roles"]), str(row["compress_ratio"]), row["group"],
-                  _n(row["attn"]), _n(row["ffn"]), _n(row["head"]) if row["head"] else "-", _n(row["total"]))
+    for row in r.layers or ():
+        t.add_row(row.name, ",".join(row.roles), str(row.compress_ratio), row.group,
+                  _n(row.attn), _n(row.ffn), _n(row.head) if row.head else "-", _n(row.total))
     yield Text("")
     yield t
 
@@ -109,16 +151,13 @@ CONVENTIONS = (
 
 
 def _model(r: CountReport) -> Iterator[Any]:
-    from hccli.count_report import totals_json
-
-    tot = r.totals
+    tot = r.model
     assert tot is not None
-    doc = totals_json(tot)
     t = Table(title="Whole model, by component", title_justify="left", show_edge=False)
     for col in ("component", "tensors", "stored elements", "stored bytes", "logical parameters"):
         t.add_column(col, justify="left" if col == "component" else "right")
-    for c in tot.components:
-        t.add_row(COMPONENT_TITLES[c.component], _n(c.tensors), _n(c.stored_elements), _gb(c.stored_bytes),
+    for name, c in tot.components.items():
+        t.add_row(COMPONENT_TITLES[name], _n(c.tensors), _n(c.stored_elements), _gb(c.stored_bytes),
                   _n(c.logical_params))
     t.add_row("[bold]all[/]", f"[bold]{_n(tot.tensors)}[/]", f"[bold]{_n(tot.stored_elements)}[/]",
               f"[bold]{_gb(tot.stored_bytes)}[/]", f"[bold]{_n(tot.logical_params)}[/]")
@@ -127,8 +166,8 @@ def _model(r: CountReport) -> Iterator[Any]:
     d = Table(title="Bytes per dtype", title_justify="left", show_edge=False)
     for col in ("dtype", "tensors", "elements", "bytes"):
         d.add_column(col, justify="left" if col == "dtype" else "right")
-    for k, v in sorted(tot.dtypes.items(), key=lambda kv: -kv[1]["bytes"]):
-        d.add_row(k, _n(v["tensors"]), _n(v["elements"]), f"{_n(v['bytes'])} ({_gb(v['bytes'])})")
+    for k, v in sorted(tot.dtypes.items(), key=lambda kv: -kv[1].bytes):
+        d.add_row(k, _n(v.tensors), _n(v.elements), f"{_n(v.bytes)} ({_gb(v.bytes)})")
     yield Text("")
     yield d
     cv = Table(title="Totals under each counting convention", title_justify="left", show_edge=False)
@@ -137,7 +176,7 @@ def _model(r: CountReport) -> Iterator[Any]:
     cv.add_column("", justify="right")
     cv.add_column("JSON key (see README: counting conventions)")
     for key, title, _what in CONVENTIONS:
-        value = doc[key]
+        value = getattr(tot, key)
         cv.add_row(title, _n(value), f"{value / 1e9:,.2f} G", key)
     yield Text("")
     yield cv
@@ -155,7 +194,7 @@ def renderables(r: CountReport) -> Iterator[Any]:
     else:
         yield from _per_site(r)
         yield from _groups(r)
-    if r.by_layer:
+    if r.layers is not None:
         yield from _layers(r)
-    if r.totals is not None:
+    if r.model is not None:
         yield from _model(r)
