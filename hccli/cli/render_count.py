@@ -57,6 +57,21 @@ def json_document(r: CountReport) -> dict[str, Any]:
     return doc
 
 
+# Column kinds. Numbers and names are data: never wrapped, and never cut to "…"
+# (rich shrinks wrappable columns first; only if data alone is wider than the
+# console would it fold a cell onto a second line, still whole). Prose wraps.
+TEXT = {"overflow": "fold"}
+DATA = {"no_wrap": True, "overflow": "fold"}
+NUMBER = {"no_wrap": True, "overflow": "fold", "justify": "right"}
+
+
+def _table(title: str, *columns: tuple[str, dict[str, Any]]) -> Table:
+    t = Table(title=title, title_justify="left", show_edge=False)
+    for name, kind in columns:
+        t.add_column(name, **kind)
+    return t
+
+
 def _n(x: int) -> str:
     return f"{x:,}"
 
@@ -97,10 +112,7 @@ def _per_site(r: CountReport) -> Iterator[Any]:
         per = {"attn+ffn": per["attn"], **{k: v for k, v in per.items() if k not in ("attn", "ffn")}}
     for site, info in per.items():
         title = "One attention or FFN site" if site == "attn+ffn" else f"One {SITE_TITLES[site]}"
-        t = Table(title=f"{title} (per layer)", title_justify="left", show_edge=False)
-        t.add_column("component")
-        t.add_column("calculation")
-        t.add_column("parameters", justify="right")
+        t = _table(f"{title} (per layer)", ("component", TEXT), ("calculation", DATA), ("parameters", NUMBER))
         for comp, n in info.params.items():
             t.add_row(f"{HC_TITLES[comp]} ({comp})", info.detail[comp], _n(n))
         t.add_row("[bold]site total[/]", "", f"[bold]{_n(info.total)}[/]")
@@ -109,9 +121,7 @@ def _per_site(r: CountReport) -> Iterator[Any]:
 
 
 def _groups(r: CountReport) -> Iterator[Any]:
-    t = Table(title="Layer groups", title_justify="left", show_edge=False)
-    for col, just in (("group", "left"), ("layers", "right"), ("what", "left"), ("HC parameters", "right")):
-        t.add_column(col, justify=just)
+    t = _table("Layer groups", ("group", DATA), ("layers", NUMBER), ("what", TEXT), ("HC parameters", NUMBER))
     for g in r.groups:
         t.add_row(g.label, str(g.layers), g.description, _n(g.hc_params))
     yield Text("")
@@ -126,11 +136,10 @@ def _groups(r: CountReport) -> Iterator[Any]:
 
 
 def _layers(r: CountReport) -> Iterator[Any]:
-    t = Table(title="Per layer", title_justify="left", show_edge=False)
-    for col in ("layer", "roles", "ratio", "group", "attn", "ffn", "head", "total"):
-        t.add_column(col, justify="left" if col in ("layer", "roles", "group") else "right")
+    t = _table("Per layer", ("layer", DATA), ("roles", TEXT), ("ratio", NUMBER), ("group", DATA),
+               *((col, NUMBER) for col in ("attn", "ffn", "head", "total")))
     for row in r.layers or ():
-        t.add_row(row.name, ",".join(row.roles), str(row.compress_ratio), row.group,
+        t.add_row(row.name, ", ".join(row.roles), str(row.compress_ratio), row.group,
                   _n(row.attn), _n(row.ffn), _n(row.head) if row.head else "-", _n(row.total))
     yield Text("")
     yield t
@@ -153,9 +162,8 @@ CONVENTIONS = (
 def _model(r: CountReport) -> Iterator[Any]:
     tot = r.model
     assert tot is not None
-    t = Table(title="Whole model, by component", title_justify="left", show_edge=False)
-    for col in ("component", "tensors", "stored elements", "stored bytes", "logical parameters"):
-        t.add_column(col, justify="left" if col == "component" else "right")
+    t = _table("Whole model, by component", ("component", TEXT),
+               *((col, NUMBER) for col in ("tensors", "stored elements", "stored bytes", "logical parameters")))
     for name, c in tot.components.items():
         t.add_row(COMPONENT_TITLES[name], _n(c.tensors), _n(c.stored_elements), _gb(c.stored_bytes),
                   _n(c.logical_params))
@@ -163,18 +171,13 @@ def _model(r: CountReport) -> Iterator[Any]:
               f"[bold]{_gb(tot.stored_bytes)}[/]", f"[bold]{_n(tot.logical_params)}[/]")
     yield Text("")
     yield t
-    d = Table(title="Bytes per dtype", title_justify="left", show_edge=False)
-    for col in ("dtype", "tensors", "elements", "bytes"):
-        d.add_column(col, justify="left" if col == "dtype" else "right")
+    d = _table("Bytes per dtype", ("dtype", DATA), *((col, NUMBER) for col in ("tensors", "elements", "bytes")))
     for k, v in sorted(tot.dtypes.items(), key=lambda kv: -kv[1].bytes):
         d.add_row(k, _n(v.tensors), _n(v.elements), f"{_n(v.bytes)} ({_gb(v.bytes)})")
     yield Text("")
     yield d
-    cv = Table(title="Totals under each counting convention", title_justify="left", show_edge=False)
-    cv.add_column("convention")
-    cv.add_column("value", justify="right")
-    cv.add_column("", justify="right")
-    cv.add_column("JSON key (see README: counting conventions)")
+    cv = _table("Totals under each counting convention (JSON keys: see the README's counting conventions)",
+                ("convention", TEXT), ("value", NUMBER), ("", NUMBER), ("JSON key", DATA))
     for key, title, _what in CONVENTIONS:
         value = getattr(tot, key)
         cv.add_row(title, _n(value), f"{value / 1e9:,.2f} G", key)
