@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -170,3 +171,17 @@ def test_count_params_and_model_do_not_import_torch():
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+_GOLDEN = json.loads((Path(__file__).parent / "golden" / "count_params_json.sha256.json").read_text())["documents"]
+
+
+@pytest.mark.parametrize("args", sorted(_GOLDEN))
+def test_json_documents_unchanged(args):
+    # digests of the documents as they were before the report became typed rows
+    import hashlib
+
+    argv = [str(SAMPLES / a) if a.endswith(".json") else a for a in args.split()]
+    doc = run_hc("count-params", *argv).json()
+    doc["config"]["path"] = Path(doc["config"]["path"]).name
+    assert hashlib.sha256(json.dumps(doc, indent=2).encode()).hexdigest() == _GOLDEN[args]
