@@ -35,8 +35,9 @@ _KINDS = (
 class Unusable:
     """A JSON number no config key can take: kept so that the key it sits under is named."""
 
-    def __init__(self, what: str):
+    def __init__(self, what: str, sign: int):
         self.what = what
+        self.sign = sign  # +1 / -1: above / below every bound a key has
 
     def __repr__(self) -> str:
         return self.what
@@ -87,13 +88,13 @@ def _reject_constant(name: str) -> Any:
 
 def _int(text: str) -> Any:
     if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        return Unusable(f"an integer of {len(text.lstrip('-')):,} digits")
+        return Unusable(f"an integer of {len(text.lstrip('-')):,} digits", -1 if text.startswith("-") else 1)
     return int(text)
 
 
 def _float(text: str) -> Any:
     x = float(text)
-    return x if math.isfinite(x) else Unusable(f"a number beyond float range ({text[:20]})")
+    return x if math.isfinite(x) else Unusable(f"a number beyond float range ({text[:20]})", 1 if x > 0 else -1)
 
 
 def decode_json(raw: bytes | str, source: str) -> dict[str, Any]:
