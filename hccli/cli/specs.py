@@ -36,23 +36,28 @@ ROLE_ALIASES = {
 }
 
 
+def _quoted(text: str) -> str:
+    """What the user typed, as a short repr (control characters escaped)."""
+    return repr(text) if len(text) <= 40 else repr(text[:37]) + "..."
+
+
 def parse_ranges(text: str, flag: str) -> tuple[tuple[int, int], ...]:
     """'3-7,8' -> ((3, 7), (8, 8)), in the order given; every item must be a number or a range."""
     out = []
     for raw in text.split(","):
         item = raw.strip()
         if not item:
-            raise HcError(f"{flag} {text!r}: an empty item between commas; expected layer numbers or "
+            raise HcError(f"{flag} {_quoted(text)}: an empty item between commas; expected layer numbers or "
                           "ranges like 3-7, separated by single commas")
         m = _ITEM.fullmatch(item)
         if not m:
-            raise HcError(f"{flag} {text!r}: {item!r} is not a layer number or range like 3-7")
+            raise HcError(f"{flag} {_quoted(text)}: {_quoted(item)} is not a layer number or range like 3-7")
         a = int(m[1])
         b = int(m[2]) if m[2] is not None else a
         if a > b:
-            raise HcError(f"{flag} {text!r}: range {item} runs backwards")
+            raise HcError(f"{flag} {_quoted(text)}: range {item} runs backwards")
         if b > MAX_LAYER_NUMBER:
-            raise HcError(f"{flag} {text!r}: layer {b} is past any model hc reads "
+            raise HcError(f"{flag} {_quoted(text)}: layer {b} is past any model hc reads "
                           f"(at most {MAX_LAYERS:,} layers + {MAX_STAGES} stages)")
         out.append((a, b))
     return tuple(out)
@@ -70,6 +75,6 @@ def parse_choices(values: Iterable[str], flag: str, aliases: dict[str, str], exp
         for raw in value.split(","):
             key = raw.strip().lower().replace("_", "-")
             if key not in aliases:
-                raise HcError(f"{flag} {raw.strip()!r}: expected one of {expected}")
+                raise HcError(f"{flag} {_quoted(raw.strip())}: expected one of {expected}")
             out.add(aliases[key])
     return frozenset(out)
