@@ -195,3 +195,17 @@ def test_families_without_hyper_connections(tmp_path, data, named):
     assert "not a model family with hyper-connections" in r.stderr and len(r.stderr.splitlines()) == 1
     for word in named:
         assert word in r.stderr
+
+
+def test_readme_states_the_bounds_the_code_holds():
+    from hccli import config_bounds as b
+    from hccli.cli.specs import MAX_LAYER_NUMBER
+
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("### Config files"):readme.index("## Performance")]
+    for text in (f"{MAX_CONFIG_BYTES:,} bytes", f"| 1..{b.MAX_LAYERS:,} |", f"| 0..{b.MAX_STAGES} |",
+                 f"`hc_mult` | 1..{b.MAX_HC_MULT} |", f"| 1..{b.MAX_SINKHORN_ITERS:,} |",
+                 f"up to 2^{b.MAX_DIM.bit_length() - 1} |", f"up to 2^{b.MAX_COUNT.bit_length() - 1} |",
+                 f"up to 2^{b.MAX_VOCAB.bit_length() - 1} |", f"up to 2^{b.MAX_ENGRAM_ROWS.bit_length() - 1} |",
+                 f"up to {b.MAX_LAYER_EXPERTS:,} ", f"{MAX_LAYER_NUMBER:,} (the last"):
+        assert text in section, text
