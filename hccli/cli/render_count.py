@@ -101,7 +101,8 @@ def _selection(r: CountReport) -> Iterator[Any]:
     if len(sel.lines) > 1:
         unit = "site" if sel.instances == 1 else "sites"
         if sel.per_instance is not None:
-            yield Text.from_markup(f"  [bold]Total: {_n(sel.per_instance)} x {sel.instances} {unit} = {_n(sel.total)}[/]")
+            yield Text.from_markup(
+                f"  [bold]Total: {_n(sel.per_instance)} x {sel.instances} {unit} = {_n(sel.total)}[/]")
         else:
             yield Text.from_markup(f"  [bold]Total: {sel.instances} {unit}, {_n(sel.total)}[/]")
 
