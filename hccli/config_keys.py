@@ -129,10 +129,10 @@ class KeySpace:
                 raise HcError(f"{self.source}: key '{self.where(key)}' is missing; expected an integer")
             return default
         if isinstance(v, float) and v.is_integer():
-            v = int(v) if abs(v) < 2**63 else v  # 1e300 stays a float: reported, never built
-        if isinstance(v, Unusable) or isinstance(v, float) and v.is_integer():
-            below = v.sign < 0 if isinstance(v, Unusable) else v < 0
-            raise self.fail(key, f"an integer >= {lo}" if below else f"at most {hi:,} ({bound})", v)
+            # 4.0 is 4; 1e300 is reported against its bound, never turned into a 301-digit int
+            v = int(v) if abs(v) < 2**63 else Unusable(shown(v), 1 if v > 0 else -1)
+        if isinstance(v, Unusable):
+            raise self.fail(key, f"an integer >= {lo}" if v.sign < 0 else f"at most {hi:,} ({bound})", v)
         if not _is_int(v):
             raise self.fail(key, "an integer", v)
         return self.check_int(key, v, lo, hi, bound)
