@@ -296,6 +296,7 @@ def model_totals(inv: Inventory) -> ModelTotals:
                     for name, c in comp.items() if c.tensors},
     )
 
+
 def parse_layers(spec: str, n_total: int, source: str = "--layers") -> set[int]:
     """Kept only while cli/inspect.py (another branch's) still calls it: the flag
     parsing lives in hccli/cli/specs.py now. Delete once inspect parses its own."""

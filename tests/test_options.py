@@ -36,6 +36,16 @@ def test_largest_layer_number_is_any_model_s_last():
     assert max(parse_layers(f"0-{MAX_LAYER_NUMBER}", "--layers")) == MAX_LAYER_NUMBER
 
 
+def test_every_alias_names_a_canonical_name_of_the_core():
+    from hccli.accounting import HC_COMPONENTS, ROLES
+    from hccli.cli.specs import ROLE_ALIASES, SITE_ALIASES
+    from hccli.vocab import HC_SITES
+
+    assert set(COMPONENT_ALIASES.values()) == set(HC_COMPONENTS)
+    assert set(SITE_ALIASES.values()) == set(HC_SITES)
+    assert set(ROLE_ALIASES.values()) == set(ROLES)
+
+
 def test_choices_take_aliases_commas_and_repeats():
     assert parse_choices(["read,comb", "projection"], "--component", COMPONENT_ALIASES, "") == {"pre", "comb", "fn"}
     with pytest.raises(HcError, match="--component 'nope'"):
