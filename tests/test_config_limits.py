@@ -209,3 +209,10 @@ def test_readme_states_the_bounds_the_code_holds():
                  f"up to 2^{b.MAX_VOCAB.bit_length() - 1} |", f"up to 2^{b.MAX_ENGRAM_ROWS.bit_length() - 1} |",
                  f"up to {b.MAX_LAYER_EXPERTS:,} ", f"{MAX_LAYER_NUMBER:,} (the last"):
         assert text in section, text
+
+
+def test_run_kernel_config_with_a_billion_streams_is_refused_before_any_allocation(tmp_path):
+    p = tmp_path / "hc.json"
+    p.write_text(json.dumps(_tiny(hc_mult=10**9)))
+    r = run_hc("run-kernel", "--config", p)
+    assert r.exit_code == 2 and "'hc_mult'" in r.stderr and f"at most {MAX_HC_MULT}" in r.stderr
