@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from hccli import accounting as acc
 from hccli.config import ModelConfig, load_config
@@ -14,6 +15,9 @@ from hccli.errors import HcError
 from hccli.jsonable import OMIT_IF_NONE
 from hccli.layers import LayerPlan, plan_layers
 from hccli.vocab import HC_SITES
+
+if TYPE_CHECKING:
+    from hccli.totals import ModelTotals
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,7 @@ class CountReport:
     text_path: TextPathRow
     stages: StagesRow
     layers: tuple[LayerRow, ...] | None = field(default=None, metadata=OMIT_IF_NONE)  # --by-layer
-    model: acc.ModelTotals | None = field(default=None, metadata=OMIT_IF_NONE)  # --model
+    model: ModelTotals | None = field(default=None, metadata=OMIT_IF_NONE)  # --model
 
 
 def _config_row(c: ModelConfig) -> ConfigRow:
@@ -161,8 +165,9 @@ def build_report(
     totals = None
     if model:
         from hccli.inventory import build_inventory
+        from hccli.totals import model_totals
 
-        totals = acc.model_totals(build_inventory(cfg, plan))
+        totals = model_totals(build_inventory(cfg, plan))
     text = [s for s in hc if not s.is_stage]
     staged = [s for s in hc if s.is_stage]
     return CountReport(
