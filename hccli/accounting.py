@@ -1,5 +1,5 @@
-"""Views over the inventory: HC components per site and layer, selections, and
-whole-model totals under each counting convention.
+"""Views over the inventory: HC components per site and layer, and selections of
+them (whole-model totals are in totals.py, loaded only for --model).
 
 A site's hc tensors split into the components the model explorer names:
 - pre  (reading weights):    hc offsets of hc_<site>_base + 1 scale
@@ -11,32 +11,20 @@ The head mix of the V4 family has a pre part only (hc offsets + 1 scale) and fn.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from hccli.config import ModelConfig
 from hccli.errors import HcError
-from hccli.inventory import COMPONENTS, Inventory, TensorSpec, build_hc_inventory
+from hccli.inventory import TensorSpec, build_hc_inventory
+from hccli.jsonable import NOT_IN_JSON
 from hccli.layers import LayerPlan, format_ranges
+from hccli.vocab import HC_SITES, hc_tensor_name, parse_hc_name
 
 HC_COMPONENTS = ("pre", "post", "comb", "fn")
-HC_TITLES = {
-    "pre": "Reading weights",
-    "post": "Writing weights",
-    "comb": "Stream combination",
-    "fn": "Mix projection",
-}
-COMPONENT_ALIASES = {
-    "pre": "pre", "read": "pre", "reading": "pre", "reading-weights": "pre",
-    "post": "post", "write": "post", "writing": "post", "writing-weights": "post",
-    "comb": "comb", "combination": "comb", "stream-combination": "comb", "sinkhorn": "comb",
-    "fn": "fn", "proj": "fn", "projection": "fn", "mix": "fn", "mix-projection": "fn",
-}
-SITES = ("attn", "ffn", "head")
+# what a layer can be selected by: its attention role, and the tags beside it (layers.py)
 ROLES = ("window", "source", "reuse", "reindex", "compressed", "engram", "hash", "stage")
-
-_HC_NAME = re.compile(r"^(?:(?P<prefix>(?:layers|mtp)\.\d+)\.)?hc_(?P<site>attn|ffn|head)_(?P<part>fn|base|scale)$")
 
 
 @dataclass(frozen=True)
@@ -60,14 +48,13 @@ class HcSite:
 def _split(cfg: ModelConfig, site: str, owner: str, parts: dict[str, TensorSpec]) -> tuple[dict, dict]:
     hc = cfg.hc_mult
     fn, base, scale = parts["fn"], parts["base"], parts["scale"]
-    where = f"{owner + '.' if owner else ''}hc_{site}"
     if site == "head":
         expect_base, expect_scale, comps = hc, 1, (("pre", hc),)
     else:
         expect_base, expect_scale, comps = cfg.mix_hc, 3, (("pre", hc), ("post", hc), ("comb", hc * hc))
     if base.elements != expect_base or scale.elements != expect_scale:
-        raise HcError(f"{where}_base/_scale hold {base.elements}/{scale.elements} values; "
-                      f"expected {expect_base}/{expect_scale} for hc_mult {hc}")
+        raise HcError(f"{hc_tensor_name(owner, site, 'base')} / _scale hold {base.elements}/{scale.elements} "
+                      f"values; expected {expect_base}/{expect_scale} for hc_mult {hc}")
     params, detail = {}, {}
     for comp, offsets in comps:
         params[comp] = offsets + 1
@@ -83,11 +70,11 @@ def hc_sites(cfg: ModelConfig, tensors: tuple[TensorSpec, ...] | None = None) ->
     grouped: dict[tuple[str, str], dict[str, TensorSpec]] = defaultdict(dict)
     layer_of: dict[tuple[str, str], int | None] = {}
     for t in tensors:
-        m = _HC_NAME.match(t.name)
-        if not m:
+        name = parse_hc_name(t.name)
+        if name is None:
             continue
-        key = (m["prefix"] or "", m["site"])
-        grouped[key][m["part"]] = t
+        key = (name.owner, name.site)
+        grouped[key][name.part] = t
         layer_of[key] = t.layer
     sites = []
     for (owner, site), parts in grouped.items():
@@ -99,63 +86,25 @@ def hc_sites(cfg: ModelConfig, tensors: tuple[TensorSpec, ...] | None = None) ->
 
 # ---- selections --------------------------------------------------------------------------------
 
-def parse_layers(spec: str, n_total: int, source: str = "--layers") -> set[int]:
-    """'3-7', '2,8,14', '20-39', '0-3,8' -> layer indices; out of range is an error."""
+def check_layers(cfg: ModelConfig, plan: LayerPlan, layers: frozenset[int]) -> None:
+    """Layer numbers against this config: backbone 0..n-1, then the stages."""
+    past = max(layers, default=0)
+    if past >= len(plan.layers):
+        raise HcError(f"{cfg.source}: layer {past} out of range; expected 0..{len(plan.layers) - 1} "
+                      f"({cfg.n_layers} layers + {cfg.n_stages} stages)")
+
+
+def groups_by_bounds(cfg: ModelConfig, plan: LayerPlan, ranges: tuple[tuple[int, int], ...]) -> frozenset[int]:
+    """Layer ranges that must each run from one group's first layer to a group's last."""
     out: set[int] = set()
-    for part in spec.split(","):
-        part = part.strip()
-        if not part:
-            continue
-        m = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", part)
-        if not m:
-            raise HcError(f"{source} {spec!r}: {part!r} is not a layer number or range like 3-7")
-        a = int(m[1])
-        b = int(m[2]) if m[2] is not None else a
-        if a > b:
-            raise HcError(f"{source} {spec!r}: range {part} runs backwards")
-        if b >= n_total:
-            raise HcError(f"{source} {spec!r}: layer {b} out of range; expected 0..{n_total - 1}")
-        out.update(range(a, b + 1))
-    if not out:
-        raise HcError(f"{source} {spec!r}: selects no layer")
-    return out
-
-
-def parse_components(values: list[str]) -> set[str]:
-    out = set()
-    for v in values:
-        for part in v.split(","):
-            key = part.strip().lower().replace("_", "-")
-            if key not in COMPONENT_ALIASES:
-                raise HcError(f"--component {part!r}: expected one of pre, post, comb, fn "
-                              "(or read, write, combination, projection)")
-            out.add(COMPONENT_ALIASES[key])
-    return out
-
-
-def parse_sites(values: list[str]) -> set[str]:
-    out = set()
-    for v in values:
-        for part in v.split(","):
-            key = part.strip().lower()
-            key = {"attention": "attn", "mlp": "ffn", "moe": "ffn"}.get(key, key)
-            if key not in SITES:
-                raise HcError(f"--site {part!r}: expected one of attn, ffn, head")
-            out.add(key)
-    return out
-
-
-def parse_roles(values: list[str]) -> set[str]:
-    out = set()
-    for v in values:
-        for part in v.split(","):
-            key = part.strip().lower()
-            key = {"reusing": "reuse", "re-index": "reindex", "full": "source", "kv-source": "source",
-                   "dspark": "stage", "mtp": "stage"}.get(key, key)
-            if key not in ROLES:
-                raise HcError(f"--role {part!r}: expected one of {', '.join(ROLES)}")
-            out.add(key)
-    return out
+    for first, last in ranges:
+        spanned = plan.groups_spanning(first, last)
+        if spanned is None:
+            asked = f"{first}-{last}" if last != first else f"{first}"
+            raise HcError(f"{cfg.source}: no layer group or run of groups spans {asked}; the groups are "
+                          f"{', '.join(g.label for g in plan.groups)}")
+        out.update(spanned)
+    return frozenset(out)
 
 
 @dataclass(frozen=True)
@@ -166,29 +115,18 @@ class SelectionLine:
     instances: int
     total: int
 
-    @property
-    def text(self) -> str:
-        if self.site == "head":
-            unit = "head mix" if self.instances == 1 else "head mixes"
-        else:
-            unit = "layer" if self.instances == 1 else "layers"
-        head = f"{HC_TITLES[self.component]} ({self.site})"
-        if self.per_instance is not None:
-            return f"{head}: {self.per_instance:,} x {self.instances} {unit} = {self.total:,}"
-        return f"{head}: {self.instances} {unit}, {self.total:,} in all"
-
 
 @dataclass(frozen=True)
 class Selection:
-    sites: tuple[HcSite, ...]
-    components: tuple[str, ...]
-    lines: tuple[SelectionLine, ...]
-    filtered: bool
     description: str
-    per_instance: int | None = None
-    instances: int = 0
-    total: int = 0
-    layers: tuple[int, ...] = field(default=())
+    per_instance: int | None  # None when the selected sites differ
+    instances: int
+    total: int
+    components: tuple[str, ...]
+    layers: tuple[int, ...]
+    lines: tuple[SelectionLine, ...]
+    sites: tuple[HcSite, ...] = field(default=(), metadata=NOT_IN_JSON)
+    filtered: bool = field(default=False, metadata=NOT_IN_JSON)
 
 
 def _uniform(values: list[int]) -> int | None:
@@ -200,11 +138,11 @@ def select(
     sites: list[HcSite],
     plan: LayerPlan,
     *,
-    layers: set[int] | None = None,
-    groups: set[int] | None = None,
-    roles: set[str] | None = None,
-    site_filter: set[str] | None = None,
-    components: set[str] | None = None,
+    layers: frozenset[int] | None = None,
+    groups: frozenset[int] | None = None,
+    roles: Collection[str] | None = None,
+    site_filter: Collection[str] | None = None,
+    components: Collection[str] | None = None,
     include_stages: bool = False,
 ) -> Selection:
     """Pick sites and components. An instance is one site of one layer."""
@@ -225,12 +163,12 @@ def select(
                 continue
             if groups is not None and info.group not in groups:
                 continue
-            if roles is not None and not roles.intersection(info.tags):
+            if roles is not None and not any(tag in roles for tag in info.tags):
                 continue
         chosen.append(s)
     comps = tuple(c for c in HC_COMPONENTS if components is None or c in components)
     lines = []
-    for site in SITES:
+    for site in HC_SITES:
         members = [s for s in chosen if s.site == site]
         for comp in comps:
             vals = [s.params[comp] for s in members if comp in s.params]
@@ -245,97 +183,30 @@ def select(
     if roles is not None:
         parts.append("role " + "/".join(sorted(roles)))
     if site_filter is not None:
-        parts.append("site " + "/".join(s for s in SITES if s in site_filter))
+        parts.append("site " + "/".join(s for s in HC_SITES if s in site_filter))
     if components is not None:
         parts.append("component " + "/".join(comps))
     if include_stages and layers is None:
         parts.append("with stages")
     return Selection(
-        sites=tuple(chosen),
-        components=comps,
-        lines=tuple(lines),
-        filtered=bool(parts),
         description=", ".join(parts) if parts else "all HC of the text path",
         per_instance=_uniform(per_site),
         instances=len(chosen),
         total=sum(per_site),
-        layers=tuple(sorted({s.layer for s in chosen if s.layer is not None})),
-    )
-
-
-@dataclass(frozen=True)
-class ComponentTotals:
-    component: str
-    tensors: int
-    stored_elements: int
-    stored_bytes: int
-    logical_params: int
-    dtypes: dict[str, dict[str, int]]  # dtype -> {"tensors", "elements", "bytes"}
-
-
-@dataclass(frozen=True)
-class ModelTotals:
-    tensors: int
-    stored_bytes: int
-    stored_elements: int
-    scale_elements: int  # F8_E8M0 quantisation scales
-    logical_params: int  # fp4 bytes count twice, scales not at all
-    text_path_params: int  # logical, no vision, no stages
-    backbone_params: int  # text path without Engram
-    engram_params: int
-    hc_params: int  # text path hyper-connections
-    vision_params: int
-    stage_params: int
-    exact: bool
-    components: tuple[ComponentTotals, ...]
-    dtypes: dict[str, dict[str, int]]
-
-
-def model_totals(inv: Inventory) -> ModelTotals:
-    comp: dict[str, dict] = {c: {"tensors": 0, "el": 0, "bytes": 0, "logical": 0, "dtypes": {}} for c in COMPONENTS}
-    dtypes: dict[str, dict[str, int]] = {}
-    text = engram = hc = vision = stage = scales = 0
-    for t in inv.tensors:
-        el, nb, lp = t.elements, t.nbytes, t.logical_params
-        c = comp[t.component]
-        c["tensors"] += 1
-        c["el"] += el
-        c["bytes"] += nb
-        c["logical"] += lp
-        for bucket in (c["dtypes"], dtypes):
-            d = bucket.setdefault(t.dtype, {"tensors": 0, "elements": 0, "bytes": 0})
-            d["tensors"] += 1
-            d["elements"] += el
-            d["bytes"] += nb
-        if t.is_scale:
-            scales += el
-        if t.scope == "text":
-            text += lp
-            if t.component == "engram":
-                engram += lp
-            if t.component == "hyper_connections":
-                hc += lp
-        elif t.scope == "vision":
-            vision += lp
-        else:
-            stage += lp
-    comps = tuple(
-        ComponentTotals(name, v["tensors"], v["el"], v["bytes"], v["logical"], v["dtypes"])
-        for name, v in comp.items() if v["tensors"]
-    )
-    return ModelTotals(
-        tensors=len(inv.tensors),
-        stored_bytes=sum(c.stored_bytes for c in comps),
-        stored_elements=sum(c.stored_elements for c in comps),
-        scale_elements=scales,
-        logical_params=sum(c.logical_params for c in comps),
-        text_path_params=text,
-        backbone_params=text - engram,
-        engram_params=engram,
-        hc_params=hc,
-        vision_params=vision,
-        stage_params=stage,
-        exact=inv.exact,
         components=comps,
-        dtypes=dtypes,
+        layers=tuple(sorted({s.layer for s in chosen if s.layer is not None})),
+        lines=tuple(lines),
+        sites=tuple(chosen),
+        filtered=bool(parts),
     )
+
+
+def parse_layers(spec: str, n_total: int, source: str = "--layers") -> set[int]:
+    """Kept only while cli/inspect.py (another branch's) still calls it: the flag
+    parsing lives in hccli/cli/specs.py now. Delete once inspect parses its own."""
+    from hccli.cli.specs import parse_layers as parse
+
+    layers = parse(spec, source)
+    if max(layers) >= n_total:
+        raise HcError(f"{source} {spec!r}: layer {max(layers)} out of range; expected 0..{n_total - 1}")
+    return set(layers)

@@ -1,170 +1,163 @@
-"""The count-params report: plain data assembled from config, plan, inventory and
-accounting, ready for the output layer (tables) or for JSON."""
+"""The count-params report: typed rows assembled from config, plan, inventory and
+accounting. Its JSON is the rows' fields (hccli.jsonable); the tables are drawn
+from the same rows in cli/render_count.py."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from hccli import accounting as acc
 from hccli.config import ModelConfig, load_config
 from hccli.errors import HcError
+from hccli.jsonable import OMIT_IF_NONE
 from hccli.layers import LayerPlan, plan_layers
+from hccli.vocab import HC_SITES
+
+if TYPE_CHECKING:
+    from hccli.totals import ModelTotals
+
+
+@dataclass(frozen=True)
+class ConfigRow:
+    path: str
+    style: str
+    family: str
+    n_layers: int
+    n_stages: int
+    stage_kind: str
+    hc_mult: int
+    dim: int
+    hc_sinkhorn_iters: int
+    hc_eps: float
+    head_mix: bool
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SiteRow:
+    """One instance of a site kind: its components and how each number is made."""
+
+    params: dict[str, int]
+    detail: dict[str, str]
+    total: int
+
+
+@dataclass(frozen=True)
+class GroupRow:
+    label: str
+    first: int
+    last: int
+    layers: int
+    kind: str
+    description: str
+    hc_params: int
+
+
+@dataclass(frozen=True)
+class TextPathRow:
+    sites: int
+    hc_params: int
+    head_mix_params: int
+
+
+@dataclass(frozen=True)
+class StagesRow:
+    kind: str
+    count: int
+    sites: int
+    hc_params: int
+
+
+@dataclass(frozen=True)
+class LayerRow:
+    layer: int
+    name: str
+    roles: tuple[str, ...]
+    compress_ratio: int
+    group: str
+    attn: int
+    ffn: int
+    head: int
+    total: int
 
 
 @dataclass(frozen=True)
 class CountReport:
-    config: ModelConfig
-    plan: LayerPlan
-    sites: tuple[acc.HcSite, ...]
+    config: ConfigRow
+    per_site: dict[str, SiteRow]
     selection: acc.Selection
-    by_layer: bool
-    totals: acc.ModelTotals | None
-
-    # --- derived views (cheap, computed on demand) ---
-    def per_site(self) -> dict[str, dict[str, Any]]:
-        """One instance of each site kind: its components and their arithmetic."""
-        out: dict[str, dict[str, Any]] = {}
-        for s in self.sites:
-            if s.site in out:
-                continue
-            out[s.site] = {"params": dict(s.params), "detail": dict(s.detail), "total": s.total}
-        return out
-
-    def layer_rows(self) -> list[dict[str, Any]]:
-        rows = []
-        by_layer: dict[int, dict[str, int]] = {}
-        for s in self.sites:
-            if s.layer is not None:
-                by_layer.setdefault(s.layer, {})[s.site] = s.total
-        for info in self.plan.layers:
-            per = by_layer.get(info.index, {})
-            rows.append({
-                "layer": info.index,
-                "name": info.name,
-                "roles": list(info.tags),
-                "compress_ratio": info.compress_ratio,
-                "group": self.plan.groups[info.group].label,
-                **{site: per.get(site, 0) for site in ("attn", "ffn", "head")},
-                "total": sum(per.values()),
-            })
-        return rows
-
-    def group_rows(self) -> list[dict[str, Any]]:
-        totals = {g.index: 0 for g in self.plan.groups}
-        for s in self.sites:
-            if s.layer is not None:
-                totals[self.plan.layers[s.layer].group] += s.total
-        return [
-            {"label": g.label, "first": g.first, "last": g.last, "layers": g.size, "kind": g.kind,
-             "description": g.description, "hc_params": totals[g.index]}
-            for g in self.plan.groups
-        ]
-
-    def text_path(self) -> dict[str, int]:
-        sites = [s for s in self.sites if not s.is_stage]
-        return {"sites": len(sites), "hc_params": sum(s.total for s in sites),
-                "head_mix_params": sum(s.total for s in sites if s.site == "head")}
-
-    def stages(self) -> dict[str, Any]:
-        sites = [s for s in self.sites if s.is_stage]
-        return {"kind": self.config.stage_kind, "count": self.config.n_stages, "sites": len(sites),
-                "hc_params": sum(s.total for s in sites)}
-
-    def to_json(self) -> dict[str, Any]:
-        c = self.config
-        sel = self.selection
-        doc: dict[str, Any] = {
-            "config": {
-                "path": c.source, "style": c.style, "family": c.family, "n_layers": c.n_layers,
-                "n_stages": c.n_stages, "stage_kind": c.stage_kind, "hc_mult": c.hc_mult, "dim": c.dim,
-                "hc_sinkhorn_iters": c.hc_sinkhorn_iters, "hc_eps": c.hc_eps, "head_mix": c.has_head_mix,
-                "notes": list(c.notes),
-            },
-            "per_site": self.per_site(),
-            "selection": {
-                "description": sel.description,
-                "per_instance": sel.per_instance,
-                "instances": sel.instances,
-                "total": sel.total,
-                "components": list(sel.components),
-                "layers": list(sel.layers),
-                "lines": [
-                    {"component": ln.component, "site": ln.site, "per_instance": ln.per_instance,
-                     "instances": ln.instances, "total": ln.total, "text": ln.text}
-                    for ln in sel.lines
-                ],
-            },
-            "groups": self.group_rows(),
-            "text_path": self.text_path(),
-            "stages": self.stages(),
-        }
-        if self.by_layer:
-            doc["layers"] = self.layer_rows()
-        if self.totals is not None:
-            doc["model"] = totals_json(self.totals)
-        return doc
+    groups: tuple[GroupRow, ...]
+    text_path: TextPathRow
+    stages: StagesRow
+    layers: tuple[LayerRow, ...] | None = field(default=None, metadata=OMIT_IF_NONE)  # --by-layer
+    model: ModelTotals | None = field(default=None, metadata=OMIT_IF_NONE)  # --model
 
 
-def totals_json(t: acc.ModelTotals) -> dict[str, Any]:
-    return {
-        "tensors": t.tensors,
-        "stored_bytes": t.stored_bytes,
-        "stored_elements": t.stored_elements,
-        "stored_elements_without_scales": t.stored_elements - t.scale_elements,
-        "scale_elements": t.scale_elements,
-        "logical_params": t.logical_params,
-        "text_path_params": t.text_path_params,
-        "text_path_backbone_params": t.backbone_params,
-        "text_path_engram_params": t.engram_params,
-        "text_path_hc_params": t.hc_params,
-        "vision_params": t.vision_params,
-        "stage_params": t.stage_params,
-        "exact": t.exact,
-        "dtypes": t.dtypes,
-        "components": {
-            c.component: {"tensors": c.tensors, "stored_elements": c.stored_elements,
-                          "stored_bytes": c.stored_bytes, "logical_params": c.logical_params,
-                          "dtypes": c.dtypes}
-            for c in t.components
-        },
-    }
+def _config_row(c: ModelConfig) -> ConfigRow:
+    return ConfigRow(c.source, c.style, c.family, c.n_layers, c.n_stages, c.stage_kind, c.hc_mult, c.dim,
+                     c.hc_sinkhorn_iters, c.hc_eps, c.has_head_mix, c.notes)
 
 
-def _groups_for(spec: str, plan: LayerPlan) -> set[int]:
-    layers = acc.parse_layers(spec, len(plan.layers), "--group")
-    return plan.groups_of(layers)
+def _per_site(sites: list[acc.HcSite]) -> dict[str, SiteRow]:
+    out: dict[str, SiteRow] = {}
+    for s in sites:
+        if s.site not in out:
+            out[s.site] = SiteRow(dict(s.params), dict(s.detail), s.total)
+    return out
+
+
+def _layer_rows(plan: LayerPlan, sites: list[acc.HcSite]) -> tuple[LayerRow, ...]:
+    by_layer: dict[int, dict[str, int]] = {}
+    for s in sites:
+        if s.layer is not None:
+            by_layer.setdefault(s.layer, {})[s.site] = s.total
+    rows = []
+    for info in plan.layers:
+        per = by_layer.get(info.index, {})
+        rows.append(LayerRow(info.index, info.name, info.tags, info.compress_ratio, plan.groups[info.group].label,
+                             *(per.get(site, 0) for site in HC_SITES), sum(per.values())))
+    return tuple(rows)
+
+
+def _group_rows(plan: LayerPlan, sites: list[acc.HcSite]) -> tuple[GroupRow, ...]:
+    totals = {g.index: 0 for g in plan.groups}
+    for s in sites:
+        if s.layer is not None:
+            totals[plan.layers[s.layer].group] += s.total
+    return tuple(GroupRow(g.label, g.first, g.last, g.size, g.kind, g.description, totals[g.index])
+                 for g in plan.groups)
 
 
 def build_report(
     config: str | Path | None,
     *,
-    layers: str | None = None,
-    group: str | None = None,
-    role: list[str] | None = None,
-    site: list[str] | None = None,
-    component: list[str] | None = None,
+    layers: frozenset[int] | None = None,
+    groups: tuple[tuple[int, int], ...] | None = None,
+    roles: Collection[str] | None = None,
+    sites: Collection[str] | None = None,
+    components: Collection[str] | None = None,
     stages: bool = False,
     by_layer: bool = False,
     model: bool = False,
 ) -> CountReport:
+    """layers: layer numbers; groups: (first, last) bounds of whole groups; the rest canonical names."""
     cfg = load_config(config)
     plan = plan_layers(cfg)
-    sites = acc.hc_sites(cfg)
-    n_total = len(plan.layers)
+    hc = acc.hc_sites(cfg)
+    if layers is not None:
+        acc.check_layers(cfg, plan, layers)
     sel = acc.select(
-        cfg, sites, plan,
-        layers=acc.parse_layers(layers, n_total) if layers is not None else None,
-        groups=_groups_for(group, plan) if group is not None else None,
-        roles=acc.parse_roles(role) if role else None,
-        site_filter=acc.parse_sites(site) if site else None,
-        components=acc.parse_components(component) if component else None,
-        include_stages=stages,
+        cfg, hc, plan,
+        layers=layers,
+        groups=acc.groups_by_bounds(cfg, plan, groups) if groups is not None else None,
+        roles=roles, site_filter=sites, components=components, include_stages=stages,
     )
     if sel.instances == 0:
         raise HcError(f"{cfg.source}: the selection ({sel.description}) matches no HC site "
-                      f"(layers: 0-{cfg.n_layers - 1}, stages: {cfg.n_layers}-{n_total - 1}, "
+                      f"(layers: 0-{cfg.n_layers - 1}, stages: {cfg.n_layers}-{len(plan.layers) - 1}, "
                       f"sites: attn, ffn{', head' if cfg.has_head_mix else ''})")
     if not sel.lines:
         raise HcError(f"{cfg.source}: the selected sites have no {'/'.join(sel.components)} component "
@@ -172,6 +165,19 @@ def build_report(
     totals = None
     if model:
         from hccli.inventory import build_inventory
+        from hccli.totals import model_totals
 
-        totals = acc.model_totals(build_inventory(cfg, plan))
-    return CountReport(cfg, plan, tuple(sites), sel, by_layer, totals)
+        totals = model_totals(build_inventory(cfg, plan))
+    text = [s for s in hc if not s.is_stage]
+    staged = [s for s in hc if s.is_stage]
+    return CountReport(
+        config=_config_row(cfg),
+        per_site=_per_site(hc),
+        selection=sel,
+        groups=_group_rows(plan, hc),
+        text_path=TextPathRow(len(text), sum(s.total for s in text),
+                              sum(s.total for s in text if s.site == "head")),
+        stages=StagesRow(cfg.stage_kind, cfg.n_stages, len(staged), sum(s.total for s in staged)),
+        layers=_layer_rows(plan, hc) if by_layer else None,
+        model=totals,
+    )

@@ -43,21 +43,6 @@ COMPONENTS = (
     "dspark",
 )
 
-COMPONENT_TITLES = {
-    "attention": "Attention",
-    "indexer": "Indexer",
-    "compressor": "KV compressor",
-    "router": "Router",
-    "routed_experts": "Routed experts",
-    "shared_expert": "Shared expert",
-    "norms": "Norms",
-    "embeddings_head": "Embeddings / head",
-    "engram": "Engram",
-    "hyper_connections": "Hyper-connections",
-    "vision": "Vision",
-    "dspark": "DSpark / MTP stages",
-}
-
 DTYPE_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E8M0": 1, "I8": 1, "I64": 8}
 
 

@@ -78,6 +78,14 @@ class LayerPlan:
     def groups_of(self, indices) -> set[int]:
         return {self.layers[i].group for i in indices}
 
+    def groups_spanning(self, first: int, last: int) -> tuple[int, ...] | None:
+        """The groups that exactly cover layers first..last; None when the bounds cut into a group."""
+        starts = [g.index for g in self.groups if g.first == first]
+        ends = [g.index for g in self.groups if g.last == last]
+        if not starts or not ends or ends[0] < starts[0]:
+            return None
+        return tuple(range(starts[0], ends[0] + 1))
+
 
 def format_ranges(xs) -> str:
     """Sorted layer numbers as runs: [2, 3, 4, 8, 14, 15] -> '2-4,8,14-15'."""

@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -115,7 +116,7 @@ def test_by_layer_json():
     (["--site", "mlp2"], "--site"),
     (["--component", "nope"], "--component"),
     (["--role", "boss"], "--role"),
-    (["--group", "77"], "out of range"),
+    (["--group", "77"], "the groups are 0-1, 2-7, 8-13"),
     (["--layers", "3", "--site", "head"], "matches no HC site"),
     ([str(SAMPLES / "deepseek-v4-flash.json"), "--site", "head", "--component", "comb"], "pre and fn only"),
 ])
@@ -171,3 +172,19 @@ def test_count_params_and_model_do_not_import_torch():
 
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+_GOLDEN = json.loads((Path(__file__).parent / "golden" / "count_params_json.sha256.json").read_text())["documents"]
+
+
+@pytest.mark.parametrize("args", sorted(_GOLDEN))
+def test_json_documents_unchanged(args):
+    # digests of the documents as they were before the report became typed rows
+    import hashlib
+
+    argv = [str(SAMPLES / a) if a.endswith(".json") else a for a in args.split()]
+    doc = run_hc("count-params", *argv).json()
+    doc["config"]["path"] = Path(doc["config"]["path"]).name
+    if "model" in doc:  # whether an inventory is exact follows release recognition, tested on its own
+        assert isinstance(doc["model"].pop("exact"), bool)
+    assert hashlib.sha256(json.dumps(doc, indent=2).encode()).hexdigest() == _GOLDEN[args]

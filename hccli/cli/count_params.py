@@ -11,14 +11,14 @@ from typing import Annotated
 from hccli import count_report
 from hccli.cli import render_count
 from hccli.cli.app import app
-from hccli.cli.options import JsonOpt
+from hccli.cli.options import ComponentsOpt, GroupOpt, JsonOpt, LayersOpt, RolesOpt, SitesOpt
 from hccli.cli.output import emit_json, show
 
 EPILOG = """Examples:
 
   hc count-params                                   # bundled V4.1-Flash config, HC of the text path
 
-  hc count-params --group 2-7 --role reuse --site attn --component comb    # the seed's 17 x 5 = 85
+  hc count-params --group 2-7 --role reuse --site attn --component comb    # 17 x 5 = 85
 
   hc count-params --layers 3-7 --site attn --component comb --json
 
@@ -35,15 +35,11 @@ def count_params(
         typer.Argument(help="A config.json (inference or hub style), or a folder holding one. "
                             "Default: the bundled DeepSeek-V4.1-Flash config.", show_default=False),
     ] = None,
-    layers: Annotated[Optional[str], typer.Option("--layers", "-l", help="Layers, e.g. 3-7, 2,8,14 or 20-39. "
-                                                  "Stages are numbered after the backbone (40-42 in V4.1).")] = None,
-    group: Annotated[Optional[str], typer.Option("--group", "-g", help="The groups holding these layers, "
-                                                 "e.g. 2-7 or 8 (see the groups table).")] = None,
-    role: Annotated[Optional[list[str]], typer.Option("--role", "-r", help="window, source, reuse, reindex, "
-                                                      "compressed, engram, hash, stage.")] = None,
-    site: Annotated[Optional[list[str]], typer.Option("--site", "-s", help="attn, ffn or head.")] = None,
-    component: Annotated[Optional[list[str]], typer.Option("--component", "-c", help="pre (read), post (write), "
-                                                           "comb (combination), fn (projection).")] = None,
+    layers: LayersOpt = None,
+    group: GroupOpt = None,
+    role: RolesOpt = None,
+    site: SitesOpt = None,
+    component: ComponentsOpt = None,
     stages: Annotated[bool, typer.Option("--stages", help="Include the DSpark/MTP stages in the selection.")] = False,
     by_layer: Annotated[bool, typer.Option("--by-layer", help="Add a table with one row per layer.")] = False,
     model: Annotated[bool, typer.Option("--model", "-m", help="Whole-model totals per component and per "
@@ -58,11 +54,12 @@ def count_params(
     sites and components and print the arithmetic, e.g.
     "Stream combination (attn): 17 x 5 layers = 85".
     """
+    # the option callbacks have turned the flags into sets and bounds by now
     report = count_report.build_report(
-        config, layers=layers, group=group, role=role, site=site, component=component,
+        config, layers=layers, groups=group, roles=role, sites=site, components=component,
         stages=stages, by_layer=by_layer, model=model,
     )
     if json_out:
-        emit_json(report.to_json())
+        emit_json(render_count.json_document(report))
     else:
         show(*render_count.renderables(report))

@@ -1,4 +1,6 @@
-"""Rich renderables for `hc count-params` (built here, printed by output.show)."""
+"""`hc count-params` for people and for scripts: rich renderables (printed by
+output.show) and the JSON document, both from the report's typed rows. The
+titles and sentences live here, not in the core."""
 
 from __future__ import annotations
 
@@ -7,12 +9,67 @@ from typing import Any, Iterator
 from rich.table import Table
 from rich.text import Text
 
-from hccli.accounting import HC_TITLES
+from hccli.accounting import SelectionLine
 from hccli.cli.output import safe
 from hccli.count_report import CountReport
-from hccli.inventory import COMPONENT_TITLES
+from hccli.jsonable import to_jsonable
 
 SITE_TITLES = {"attn": "attention site", "ffn": "FFN site", "head": "head mix"}
+HC_TITLES = {
+    "pre": "Reading weights",
+    "post": "Writing weights",
+    "comb": "Stream combination",
+    "fn": "Mix projection",
+}
+COMPONENT_TITLES = {
+    "attention": "Attention",
+    "indexer": "Indexer",
+    "compressor": "KV compressor",
+    "router": "Router",
+    "routed_experts": "Routed experts",
+    "shared_expert": "Shared expert",
+    "norms": "Norms",
+    "embeddings_head": "Embeddings / head",
+    "engram": "Engram",
+    "hyper_connections": "Hyper-connections",
+    "vision": "Vision",
+    "dspark": "DSpark / MTP stages",
+}
+
+
+def line_text(line: SelectionLine) -> str:
+    """'Stream combination (attn): 17 x 5 layers = 85'."""
+    if line.site == "head":
+        unit = "head mix" if line.instances == 1 else "head mixes"
+    else:
+        unit = "layer" if line.instances == 1 else "layers"
+    head = f"{HC_TITLES[line.component]} ({line.site})"
+    if line.per_instance is not None:
+        return f"{head}: {line.per_instance:,} x {line.instances} {unit} = {line.total:,}"
+    return f"{head}: {line.instances} {unit}, {line.total:,} in all"
+
+
+def json_document(r: CountReport) -> dict[str, Any]:
+    """The report's rows, with each selection line's sentence beside its numbers."""
+    doc = to_jsonable(r)
+    for line, out in zip(r.selection.lines, doc["selection"]["lines"]):
+        out["text"] = line_text(line)
+    return doc
+
+
+# Column kinds. Numbers and names are data: never wrapped, and never cut to "…"
+# (rich shrinks wrappable columns first; only if data alone is wider than the
+# console would it fold a cell onto a second line, still whole). Prose wraps.
+TEXT = {"overflow": "fold"}
+DATA = {"no_wrap": True, "overflow": "fold"}
+NUMBER = {"no_wrap": True, "overflow": "fold", "justify": "right"}
+
+
+def _table(title: str, *columns: tuple[str, dict[str, Any]]) -> Table:
+    t = Table(title=title, title_justify="left", show_edge=False)
+    for name, kind in columns:
+        t.add_column(name, **kind)
+    return t
 
 
 def _n(x: int) -> str:
@@ -27,10 +84,10 @@ def _header(r: CountReport) -> Iterator[Any]:
     c = r.config
     stage_word = "DSpark" if c.stage_kind == "dspark" else "MTP"
     yield Text.from_markup(
-        f"[bold]{safe(c.source)}[/] ({c.style} style, family {c.family}): "
+        f"[bold]{safe(c.path)}[/] ({c.style} style, family {c.family}): "
         f"{c.n_layers} layers + {c.n_stages} {stage_word} stage{'s' if c.n_stages != 1 else ''}, "
         f"dim {c.dim:,}, hc_mult {c.hc_mult}, {c.hc_sinkhorn_iters} Sinkhorn iterations, eps {c.hc_eps:g}, "
-        f"{'head mix' if c.has_head_mix else 'no head mix'}"
+        f"{'head mix' if c.head_mix else 'no head mix'}"
     )
     for note in c.notes:
         yield Text.from_markup(f"[yellow]note:[/] {safe(note)}")
@@ -40,56 +97,51 @@ def _selection(r: CountReport) -> Iterator[Any]:
     sel = r.selection
     yield Text.from_markup(f"\n[bold]Selection[/]: {safe(sel.description)}")
     for line in sel.lines:
-        yield Text("  " + line.text)
+        yield Text("  " + line_text(line))
     if len(sel.lines) > 1:
         unit = "site" if sel.instances == 1 else "sites"
         if sel.per_instance is not None:
-            yield Text.from_markup(f"  [bold]Total: {_n(sel.per_instance)} x {sel.instances} {unit} = {_n(sel.total)}[/]")
+            yield Text.from_markup(
+                f"  [bold]Total: {_n(sel.per_instance)} x {sel.instances} {unit} = {_n(sel.total)}[/]")
         else:
             yield Text.from_markup(f"  [bold]Total: {sel.instances} {unit}, {_n(sel.total)}[/]")
 
 
 def _per_site(r: CountReport) -> Iterator[Any]:
-    per = r.per_site()
+    per = dict(r.per_site)
     if "attn" in per and per.get("ffn") == per["attn"]:  # the usual case: show one table for both
         per = {"attn+ffn": per["attn"], **{k: v for k, v in per.items() if k not in ("attn", "ffn")}}
     for site, info in per.items():
         title = "One attention or FFN site" if site == "attn+ffn" else f"One {SITE_TITLES[site]}"
-        t = Table(title=f"{title} (per layer)", title_justify="left", show_edge=False)
-        t.add_column("component")
-        t.add_column("calculation")
-        t.add_column("parameters", justify="right")
-        for comp, n in info["params"].items():
-            t.add_row(f"{HC_TITLES[comp]} ({comp})", info["detail"][comp], _n(n))
-        t.add_row("[bold]site total[/]", "", f"[bold]{_n(info['total'])}[/]")
+        t = _table(f"{title} (per layer)", ("component", TEXT), ("calculation", DATA), ("parameters", NUMBER))
+        for comp, n in info.params.items():
+            t.add_row(f"{HC_TITLES[comp]} ({comp})", info.detail[comp], _n(n))
+        t.add_row("[bold]site total[/]", "", f"[bold]{_n(info.total)}[/]")
         yield Text("")
         yield t
 
 
 def _groups(r: CountReport) -> Iterator[Any]:
-    t = Table(title="Layer groups", title_justify="left", show_edge=False)
-    for col, just in (("group", "left"), ("layers", "right"), ("what", "left"), ("HC parameters", "right")):
-        t.add_column(col, justify=just)
-    for g in r.group_rows():
-        t.add_row(g["label"], str(g["layers"]), g["description"], _n(g["hc_params"]))
+    t = _table("Layer groups", ("group", DATA), ("layers", NUMBER), ("what", TEXT), ("HC parameters", NUMBER))
+    for g in r.groups:
+        t.add_row(g.label, str(g.layers), g.description, _n(g.hc_params))
     yield Text("")
     yield t
-    tp, st = r.text_path(), r.stages()
-    head = f" (head mix {_n(tp['head_mix_params'])})" if tp["head_mix_params"] else ""
-    yield Text.from_markup(f"\n[bold]Text path HC parameters[/]: {_n(tp['hc_params'])} in {tp['sites']} sites{head}")
-    if st["count"]:
-        word = "DSpark" if st["kind"] == "dspark" else "MTP"
-        yield Text(f"{word} stages, reported beside: {_n(st['hc_params'])} in {st['sites']} sites "
+    tp, st = r.text_path, r.stages
+    head = f" (head mix {_n(tp.head_mix_params)})" if tp.head_mix_params else ""
+    yield Text.from_markup(f"\n[bold]Text path HC parameters[/]: {_n(tp.hc_params)} in {tp.sites} sites{head}")
+    if st.count:
+        word = "DSpark" if st.kind == "dspark" else "MTP"
+        yield Text(f"{word} stages, reported beside: {_n(st.hc_params)} in {st.sites} sites "
                    f"(add --stages to select them)")
 
 
 def _layers(r: CountReport) -> Iterator[Any]:
-    t = Table(title="Per layer", title_justify="left", show_edge=False)
-    for col in ("layer", "roles", "ratio", "group", "attn", "ffn", "head", "total"):
-        t.add_column(col, justify="left" if col in ("layer", "roles", "group") else "right")
-    for row in r.layer_rows():
-        t.add_row(row["name"], ",".join(row["roles"]), str(row["compress_ratio"]), row["group"],
-                  _n(row["attn"]), _n(row["ffn"]), _n(row["head"]) if row["head"] else "-", _n(row["total"]))
+    t = _table("Per layer", ("layer", DATA), ("roles", TEXT), ("ratio", NUMBER), ("group", DATA),
+               *((col, NUMBER) for col in ("attn", "ffn", "head", "total")))
+    for row in r.layers or ():
+        t.add_row(row.name, ", ".join(row.roles), str(row.compress_ratio), row.group,
+                  _n(row.attn), _n(row.ffn), _n(row.head) if row.head else "-", _n(row.total))
     yield Text("")
     yield t
 
@@ -109,35 +161,26 @@ CONVENTIONS = (
 
 
 def _model(r: CountReport) -> Iterator[Any]:
-    from hccli.count_report import totals_json
-
-    tot = r.totals
+    tot = r.model
     assert tot is not None
-    doc = totals_json(tot)
-    t = Table(title="Whole model, by component", title_justify="left", show_edge=False)
-    for col in ("component", "tensors", "stored elements", "stored bytes", "logical parameters"):
-        t.add_column(col, justify="left" if col == "component" else "right")
-    for c in tot.components:
-        t.add_row(COMPONENT_TITLES[c.component], _n(c.tensors), _n(c.stored_elements), _gb(c.stored_bytes),
+    t = _table("Whole model, by component", ("component", TEXT),
+               *((col, NUMBER) for col in ("tensors", "stored elements", "stored bytes", "logical parameters")))
+    for name, c in tot.components.items():
+        t.add_row(COMPONENT_TITLES[name], _n(c.tensors), _n(c.stored_elements), _gb(c.stored_bytes),
                   _n(c.logical_params))
     t.add_row("[bold]all[/]", f"[bold]{_n(tot.tensors)}[/]", f"[bold]{_n(tot.stored_elements)}[/]",
               f"[bold]{_gb(tot.stored_bytes)}[/]", f"[bold]{_n(tot.logical_params)}[/]")
     yield Text("")
     yield t
-    d = Table(title="Bytes per dtype", title_justify="left", show_edge=False)
-    for col in ("dtype", "tensors", "elements", "bytes"):
-        d.add_column(col, justify="left" if col == "dtype" else "right")
-    for k, v in sorted(tot.dtypes.items(), key=lambda kv: -kv[1]["bytes"]):
-        d.add_row(k, _n(v["tensors"]), _n(v["elements"]), f"{_n(v['bytes'])} ({_gb(v['bytes'])})")
+    d = _table("Bytes per dtype", ("dtype", DATA), *((col, NUMBER) for col in ("tensors", "elements", "bytes")))
+    for k, v in sorted(tot.dtypes.items(), key=lambda kv: -kv[1].bytes):
+        d.add_row(k, _n(v.tensors), _n(v.elements), f"{_n(v.bytes)} ({_gb(v.bytes)})")
     yield Text("")
     yield d
-    cv = Table(title="Totals under each counting convention", title_justify="left", show_edge=False)
-    cv.add_column("convention")
-    cv.add_column("value", justify="right")
-    cv.add_column("", justify="right")
-    cv.add_column("JSON key (see README: counting conventions)")
+    cv = _table("Totals under each counting convention (JSON keys: see the README's counting conventions)",
+                ("convention", TEXT), ("value", NUMBER), ("", NUMBER), ("JSON key", DATA))
     for key, title, _what in CONVENTIONS:
-        value = doc[key]
+        value = getattr(tot, key)
         cv.add_row(title, _n(value), f"{value / 1e9:,.2f} G", key)
     yield Text("")
     yield cv
@@ -155,7 +198,7 @@ def renderables(r: CountReport) -> Iterator[Any]:
     else:
         yield from _per_site(r)
         yield from _groups(r)
-    if r.by_layer:
+    if r.layers is not None:
         yield from _layers(r)
-    if r.totals is not None:
+    if r.model is not None:
         yield from _model(r)
