@@ -199,14 +199,3 @@ def select(
         sites=tuple(chosen),
         filtered=bool(parts),
     )
-
-
-def parse_layers(spec: str, n_total: int, source: str = "--layers") -> set[int]:
-    """Kept only while cli/inspect.py (another branch's) still calls it: the flag
-    parsing lives in hccli/cli/specs.py now. Delete once inspect parses its own."""
-    from hccli.cli.specs import parse_layers as parse
-
-    layers = parse(spec, source)
-    if max(layers) >= n_total:
-        raise HcError(f"{source} {spec!r}: layer {max(layers)} out of range; expected 0..{n_total - 1}")
-    return set(layers)

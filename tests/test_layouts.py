@@ -26,7 +26,7 @@ LAYERS = {"deepseek-v4-flash": 43, "deepseek-v4-flash-0731": 43, "deepseek-v4-pr
 
 def published_shard(release: str, name: str) -> int:
     """The placement rules of issue 12, written out independently of hccli/releases.py."""
-    n_shards, n_layers = PUBLISHED[release][0], LAYERS[release]
+    n_layers = LAYERS[release]
     m = re.match(r"(layers|mtp)\.(\d+)\.", name)
     if release == "deepseek-v4.1-flash":
         if name.startswith(("vision.", "aligner.", "image_")):

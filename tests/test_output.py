@@ -4,7 +4,6 @@ import math
 import re
 from dataclasses import dataclass
 
-from rich.console import Console
 from rich.table import Table
 
 from conftest import SAMPLES, run_hc

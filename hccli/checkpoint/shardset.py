@@ -236,7 +236,6 @@ def open_checkpoint(
     index, unsafe, missing, partial = None, [], [], []
     if kind == "file":
         names: list[tuple[str, bool]] = [(entry, False)]  # type: ignore[list-item]
-        cfg_raw = None
     else:
         # the index and config.json are two round trips on a hub: let them overlap
         with ThreadPoolExecutor(2 if store.workers > 1 else 1) as pool:

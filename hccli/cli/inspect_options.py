@@ -3,39 +3,17 @@ numbers and dtype names as headers spell them, never a flag."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
+from hccli.cli.specs import parse_layers
 from hccli.errors import HcError
 
-# Six digits, as vocab reads layer numbers in tensor names: no model comes near, and a
-# range of them stays a set a few MB large.
-_ITEM = re.compile(r"(\d{1,6})(?:\s*-\s*(\d{1,6}))?")
-
-
-def parse_layer_spec(flag: str, spec: str) -> frozenset[int]:
-    """'3', '2-7', '2,8,14', '0-3,8' -> layer numbers. Checked against a checkpoint later,
-    by the core, once its layers are known."""
-    out: set[int] = set()
-    for item in spec.split(","):
-        item = item.strip()
-        m = _ITEM.fullmatch(item)
-        if not m:
-            what = "an empty item" if not item else repr(item)
-            raise HcError(f"{flag} {spec!r}: {what} is not a layer number or a range like 3-7")
-        a = int(m[1])
-        b = int(m[2]) if m[2] is not None else a
-        if a > b:
-            raise HcError(f"{flag} {spec!r}: range {item} runs backwards")
-        out.update(range(a, b + 1))
-    return frozenset(out)
-
-
 def _layers(flag: str):
-    return lambda spec: parse_layer_spec(flag, spec)
+    # the one layer-spec parser of every command; the core checks the numbers against the checkpoint
+    return lambda spec: parse_layers(spec, flag)
 
 
 def parse_dtype(spec: str) -> str:
