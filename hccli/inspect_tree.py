@@ -12,14 +12,14 @@ _BEGIN, _END = attrgetter("begin"), attrgetter("end")
 
 
 def by_dtype(tensors: dict) -> dict[str, list[TensorInfo]]:
-    """The tensors grouped by dtype, dtypes in order of first appearance."""
+    """The tensors grouped by dtype, dtypes by name: the same order whatever the shard layout."""
     groups: dict[str, list[TensorInfo]] = {}
     for _, t in tensors.values():
         group = groups.get(t.dtype)
         if group is None:
             group = groups[t.dtype] = []
         group.append(t)
-    return groups
+    return dict(sorted(groups.items()))
 
 
 def stored_bytes(group: list[TensorInfo]) -> int:
