@@ -10,27 +10,16 @@ length or floats beyond float range, turns into a value a validator can name
 
 from __future__ import annotations
 
-import errno
 import json
 import math
-import os
-import stat
 from pathlib import Path
 from typing import Any
 
+from hccli.checkpoint.source import read_small_file
 from hccli.errors import HcError
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # 1000x the largest published config
 MAX_INT_DIGITS = 30  # any bound a config key has fits in far fewer digits
-
-_KINDS = (
-    (stat.S_ISDIR, "a directory"),
-    (stat.S_ISFIFO, "a FIFO (named pipe)"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
 
 class Unusable:
     """A JSON number no config key can take: kept so that the key it sits under is named."""
@@ -43,43 +32,13 @@ class Unusable:
         return self.what
 
 
-def _kind(mode: int) -> str:
-    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
-
-
 def read_config_bytes(path: Path) -> bytes:
-    """The bytes of a regular file of at most MAX_CONFIG_BYTES; anything else is an HcError."""
-    try:
-        # O_NONBLOCK: opening a FIFO for reading must not wait for a writer
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except FileNotFoundError:
-        raise HcError(f"{path}: no such file; expected a model config.json") from None
-    except OSError as exc:
-        if exc.errno == errno.ENXIO:  # a socket or a FIFO-like thing without a reader end
-            raise HcError(f"{path}: not a regular file; expected a model config.json") from None
-        raise HcError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise HcError(f"{path}: is {_kind(st.st_mode)}; expected a regular config.json file")
-        if st.st_size > MAX_CONFIG_BYTES:
-            raise HcError(f"{path}: {st.st_size:,} bytes; a config.json is at most {MAX_CONFIG_BYTES:,} bytes "
-                          "here (published ones are under 4 KB)")
-        chunks, got = [], 0
-        while True:  # the size can lie (/proc, a file still growing): stop at the cap regardless
-            chunk = os.read(fd, min(1 << 20, MAX_CONFIG_BYTES + 1 - got))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
-            if got > MAX_CONFIG_BYTES:
-                raise HcError(f"{path}: more than {MAX_CONFIG_BYTES:,} bytes; a config.json is at most "
-                              f"{MAX_CONFIG_BYTES:,} bytes here (published ones are under 4 KB)")
-        return b"".join(chunks)
-    except OSError as exc:
-        raise HcError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    finally:
-        os.close(fd)
+    """The bytes of a regular file of at most MAX_CONFIG_BYTES; anything else is an HcError
+    (the store's capped, non-blocking small-file read: a FIFO is refused, not waited on)."""
+    raw = read_small_file(path, MAX_CONFIG_BYTES, "a model config.json")
+    if raw is None:
+        raise HcError(f"{path}: no such file; expected a model config.json")
+    return raw
 
 
 def _reject_constant(name: str) -> Any:

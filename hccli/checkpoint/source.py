@@ -174,6 +174,23 @@ def file_kind(mode: int) -> str:
     return "a regular file" if stat.S_ISREG(mode) else "not a regular file"
 
 
+def regular_file_size(path: str | os.PathLike[str], expected: str) -> int:
+    """The size of a regular file, checked by stat before anything opens it (a FIFO would
+    block the open); a SourceError naming the path and what it is otherwise."""
+    name = one_line(str(path))
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise SourceError(f"{name}: no such file; expected {expected}", "not_found") from None
+    except OSError as exc:
+        raise SourceError(f"{name}: cannot read ({one_line(exc.strerror or str(exc))}); expected {expected}",
+                          "unreadable") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise SourceError(f"{name}: is {file_kind(st.st_mode)}, not a regular file; expected {expected}",
+                          "not_a_file")
+    return st.st_size
+
+
 def read_small_file(path: str | os.PathLike[str], cap: int, expected: str) -> bytes | None:
     """A small file read whole (an index, a config), or None when there is none.
 

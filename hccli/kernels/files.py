@@ -14,12 +14,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import stat
 from pathlib import Path
 
 import numpy as np
 
+from hccli.checkpoint.source import regular_file_size
 from hccli.errors import HcError
 from hccli.kernels.limits import MAX_ELEMENTS, MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_JSON_DIGITS
 
@@ -28,16 +27,7 @@ FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
 
 def regular_file(path: Path, what: str = "file") -> int:
     """The size of `path` if it is a regular file; HcError naming it otherwise (checked before any open)."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        raise HcError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise HcError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    if not stat.S_ISREG(st.st_mode):
-        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file (a FIFO, device or socket?)"
-        raise HcError(f"{path}: {kind}; expected a {what}")
-    return st.st_size
+    return regular_file_size(path, f"a {what}")
 
 
 def check_elements(path: Path, what: str, shape: tuple[int, ...] | list[int], limit: int = MAX_ELEMENTS) -> int:
