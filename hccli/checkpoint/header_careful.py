@@ -75,20 +75,23 @@ def _parse_float(text: str) -> float:
 
 
 _JSON_SPACE = " \t\n\r"
+_BRACKET_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[{]}")
 _STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
 
 
 def _nests_deeper_than(text: str, limit: int) -> bool:
-    """Whether brackets outside strings nest deeper than `limit`, in linear time and bounded
-    memory (numpy's running sum over chunks; imported only for this rare case)."""
+    """Whether brackets outside strings nest deeper than `limit`, in linear time and memory
+    of a few copies of the text (numpy's running sum over chunks; imported only for this
+    rare case)."""
     import numpy as np
 
-    step = np.zeros(256, np.int8)
-    step[[ord("["), ord("{")]], step[[ord("]"), ord("}")]] = 1, -1
-    codes = np.frombuffer(_STRING.sub("", text).encode("utf-8", "surrogatepass"), np.uint8)
-    depth, chunk = 0, 1 << 22
-    for start in range(0, len(codes), chunk):
-        running = np.cumsum(step[codes[start : start + chunk]], dtype=np.int64) + depth
+    brackets = _STRING.sub("", text).encode("utf-8", "surrogatepass").translate(_BRACKET_STEPS, _NOT_BRACKETS)
+    steps = np.frombuffer(brackets, np.int8)  # +1 opens, -1 closes
+    depth, chunk = 0, 1 << 20
+    for start in range(0, len(steps), chunk):
+        running = np.cumsum(steps[start : start + chunk], dtype=np.int32)
+        running += depth
         if running.max() > limit:
             return True
         depth = int(running[-1])
