@@ -256,6 +256,11 @@ ACCEPTED = {
     "colons-and-hyphens-in-strings": (
         blob({"__metadata__": {"date": "2026-11-30T22:00:00", "a:b": "-0-0-0"}, "x-0:y": ent("U8", [1], 0, 1)}, b"a"),
         {"x-0:y": "U8"}),
+    # __metadata__ first (read on its own) with a '}' inside a string, and last (read by a skip).
+    "metadata-first-with-brace-in-value": (
+        blob('{ "__metadata__" : {"a": "x}y", "b": "{z}"}, "t":' + json.dumps(ent("U8", [1], 0, 1)) + "}", b"a"),
+        {"t": "U8"}),
+    "metadata-last": (blob({"t": ent("U8", [1], 0, 1), "__metadata__": {"format": "pt"}}, b"a"), {"t": "U8"}),
     "escaped-colon-and-hyphen": (blob('{"a\\u003ab\\u002d0":' + json.dumps(ent("U8", [1], 0, 1)) + "}", b"a"),
                                  {"a:b-0": "U8"}),
 }
@@ -266,6 +271,7 @@ def test_accepted_like_the_reference(case, tmp_path, decoder):
     data, dtypes = ACCEPTED[case]
     header = parse_header(data, len(data), FNAME)
     assert {t.name: t.dtype for t in header.tensors} == dtypes
+    assert header.metadata == json.loads(data[8 : 8 + header.header_len]).get("__metadata__")
     ref = reference(data)
     assert ref is not None, "the reference rejects this; the case is wrong"
     assert ref == ours(header, data)

@@ -33,6 +33,7 @@ from hccli.checkpoint.header import _SPAN, DTYPES, METADATA_KEY, N_LEN, U64_MAX,
 _ODD_ESCAPE = re.compile(r"\\u(?:[dD][89a-fA-F]|00(?:2[dD]|3[aA]))")
 _ODD_ESCAPE_BYTES = re.compile(_ODD_ESCAPE.pattern.encode())
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
+_METADATA_FIRST = re.compile(rb'[ \t\n\r]*\{[ \t\n\r]*"__metadata__"[ \t\n\r]*:[ \t\n\r]*')
 _MAX_SPAN = U64_MAX >> 3  # the reference checks bits = elements * width <= u64; bits = 8 * span
 
 
@@ -47,7 +48,7 @@ def parse_fast(body: bytes, n: int, file_size: int, name: str) -> Header | None:
     try:
         entries = decode[0](body)
         has_metadata = METADATA_KEY in entries
-        metadata = decode[1](body).metadata if has_metadata else None
+        metadata = _metadata(body, decode) if has_metadata else None
         entries.pop(METADATA_KEY, None)
         if not _counts_match(body.count(b":"), body.count(b"-"), entries, has_metadata, metadata):
             return None
@@ -57,6 +58,24 @@ def parse_fast(body: bytes, n: int, file_size: int, name: str) -> Header | None:
                          list(map(_ATTR_OFFSETS, records)), metadata, n, file_size, name)
     except (ValueError, TypeError, AttributeError, RecursionError):  # msgspec's errors are ValueErrors
         return None
+
+
+def _metadata(body: bytes, decode) -> dict[str, str] | None:
+    """__metadata__, read from where writers put it, as the first key (safetensors does), without a
+    second pass over the whole header; else by a decoder that skips everything else."""
+    first = _METADATA_FIRST.match(body)
+    if first is not None:
+        start = first.end()
+        if body.startswith(b"null", start):
+            return None
+        # A first '}' inside a string would cut the object short: then this decode fails.
+        end = body.find(b"}", start)
+        if body.startswith(b"{", start) and end > 0:
+            try:
+                return decode[2](body[start : end + 1])
+            except ValueError:
+                pass
+    return decode[1](body).metadata
 
 
 def parse_fast_json(text: str, n: int, file_size: int, name: str) -> Header | None:
@@ -119,7 +138,9 @@ def _assemble(entries: dict[str, Any], dtypes: list, shapes: list, offsets: list
         return None
     begins, ends = list(map(_FIRST, offsets)), list(map(_SECOND, offsets))
     spans = list(map(sub, ends, begins))
-    if spans and (min(spans) < 0 or max(spans) > _MAX_SPAN or max(ends) > U64_MAX):
+    # Tiling from 0 to the end of the file keeps every end within the file: the file's data size
+    # bounds them all, so only it is checked against u64.
+    if file_size - N_LEN - n > U64_MAX or spans and (min(spans) < 0 or max(spans) > _MAX_SPAN):
         return None
     counts = list(map(math.prod, shapes))
     # elements * width == 8 * span: whole bytes, the span right, and (span <= u64 / 8) no overflow of
@@ -173,15 +194,16 @@ def _long_numbers_refused() -> bool:
 # --------------------------------------------------------------------------- msgspec
 
 _ATTR_DTYPE, _ATTR_SHAPE, _ATTR_OFFSETS = attrgetter("dtype"), attrgetter("shape"), attrgetter("data_offsets")
-_DECODERS: list[tuple[Callable[[bytes], Any], Callable[[bytes], Any]] | None] = []
+_DECODERS: list[tuple[Callable[[bytes], Any], ...] | None] = []
 
 
 def msgspec_installed() -> bool:
     return _msgspec_decoders() is not None
 
 
-def _msgspec_decoders() -> tuple[Callable[[bytes], Any], Callable[[bytes], Any]] | None:
-    """msgspec's two decoders, built on first use; None when msgspec is not installed."""
+def _msgspec_decoders() -> tuple[Callable[[bytes], Any], ...] | None:
+    """msgspec's decoders (the header, its metadata alone, an object of strings), built on first
+    use; None when msgspec is not installed."""
     if not _DECODERS:
         _DECODERS.append(_build_msgspec_decoders())
     return _DECODERS[0]
@@ -206,5 +228,5 @@ def _build_msgspec_decoders():
     class MetadataOnly(msgspec.Struct, gc=False, rename={"metadata": METADATA_KEY}):
         metadata: Optional[dict[str, str]] = None
 
-    return (msgspec.json.Decoder(dict[str, Optional[Entry]]).decode,
-            msgspec.json.Decoder(MetadataOnly).decode)
+    return (msgspec.json.Decoder(dict[str, Optional[Entry]]).decode, msgspec.json.Decoder(MetadataOnly).decode,
+            msgspec.json.Decoder(dict[str, str]).decode)
