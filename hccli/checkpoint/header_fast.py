@@ -9,10 +9,10 @@ the rest, so the verdict is always the careful path's. Two decoders fill the sam
   without NaN, lone surrogates or unbounded nesting;
 - the standard library's json otherwise: plain dicts, types checked here.
 
-Both decoders keep the last of repeated keys and ignore nothing else silently only because
-of one count: every ':' outside strings separates one key from its value, so a header whose
-':' count equals the keys decoded (plus the ':' inside decoded strings) has no repeated key,
-no extra field and no other object anywhere. The same count for '-' proves there is no
+Both decoders keep only the last of repeated keys, and msgspec skips fields it was not asked
+for; one count, with no second parse, rules both out: every ':' outside strings separates a
+key from its value, so a header whose ':' count equals the keys decoded (plus the ':' inside
+decoded strings) has no repeated key, no extra field and no other object anywhere. The same count for '-' proves there is no
 negative number, so no -0 (which decodes to the integer 0 but is a float to the reference).
 Escapes that decode to ':' or '-' (or to surrogates) send the header to the careful path.
 The checks on the decoded records run as C-level maps over whole columns, not per entry.
