@@ -86,7 +86,8 @@ def parse_fast_json(text: str, n: int, file_size: int, name: str) -> Header | No
     if text.lstrip(" \t\n\r")[:1] != "{":
         return None  # not an object: nothing to build (a 100 MB array would cost gigabytes)
     try:
-        entries = json.loads(text)
+        # No float belongs in an ordinary header: decline at the first (25M of them cost seconds).
+        entries = json.loads(text, parse_float=_decline, parse_constant=_decline)
         if type(entries) is not dict:
             return None
         has_metadata = METADATA_KEY in entries
@@ -111,6 +112,10 @@ def parse_fast_json(text: str, n: int, file_size: int, name: str) -> Header | No
         return _assemble(entries, dtypes, list(map(tuple, shapes)), offsets, metadata, n, file_size, name)
     except TypeError:  # an unhashable dtype
         return None
+
+
+def _decline(text: str) -> Any:
+    raise ValueError(text)
 
 
 # --------------------------------------------------------------------------- shared checks
