@@ -4,11 +4,14 @@ reference implementation's own parser (`safetensors.deserialize`)."""
 
 from __future__ import annotations
 
+import gc
 import gzip
 import io
 import json
 import pickle
 import struct
+import time
+import tracemalloc
 from collections import Counter
 
 import numpy as np
@@ -19,10 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from safetensors import safe_open
 
+import hccli.checkpoint.header_fast as header_fast
 import hccli.checkpoint.source as source_mod
 from hccli.checkpoint.header import (
     DTYPES,
     MAX_HEADER_SIZE,
+    N_LEN,
     SNIFF_LEN,
     Header,
     HeaderError,
@@ -32,6 +37,8 @@ from hccli.checkpoint.header import (
     read_header,
     sniff,
 )
+from hccli.checkpoint.header_careful import parse_careful
+from hccli.checkpoint.header_fast import parse_fast, parse_fast_json
 from hccli.checkpoint.source import LocalFile, SourceError
 from hccli.errors import HcError
 
@@ -54,6 +61,16 @@ CASES_RUN: Counter[str] = Counter()
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+@pytest.fixture(params=["msgspec", "json"])
+def decoder(request, monkeypatch):
+    """Run a test with the fast path on msgspec, and again as without msgspec installed."""
+    if request.param == "msgspec":
+        pytest.importorskip("msgspec")
+    else:
+        monkeypatch.setattr(header_fast, "_DECODERS", [None])
+    return request.param
 
 
 def blob(header, data: bytes = b"", length: int | None = None) -> bytes:
@@ -235,14 +252,26 @@ ACCEPTED = {
     "nesting-at-the-limit": (
         blob('{"t":{"dtype":"U8","shape":[1],"data_offsets":[0,1],"x":' + "[" * 125 + "]" * 125 + "}}", b"a"), {"t": "U8"}),
     "negative-and-float-numbers-in-extra-fields": (blob({"t": ent("U8", [1], 0, 1, x=-3, y=1.5e300)}, b"a"), {"t": "U8"}),
+    # ':' and '-' inside strings, literal or escaped, are no separators or signs.
+    "colons-and-hyphens-in-strings": (
+        blob({"__metadata__": {"date": "2026-11-30T22:00:00", "a:b": "-0-0-0"}, "x-0:y": ent("U8", [1], 0, 1)}, b"a"),
+        {"x-0:y": "U8"}),
+    # __metadata__ first (read on its own) with a '}' inside a string, and last (read by a skip).
+    "metadata-first-with-brace-in-value": (
+        blob('{ "__metadata__" : {"a": "x}y", "b": "{z}"}, "t":' + json.dumps(ent("U8", [1], 0, 1)) + "}", b"a"),
+        {"t": "U8"}),
+    "metadata-last": (blob({"t": ent("U8", [1], 0, 1), "__metadata__": {"format": "pt"}}, b"a"), {"t": "U8"}),
+    "escaped-colon-and-hyphen": (blob('{"a\\u003ab\\u002d0":' + json.dumps(ent("U8", [1], 0, 1)) + "}", b"a"),
+                                 {"a:b-0": "U8"}),
 }
 
 
 @pytest.mark.parametrize("case", sorted(ACCEPTED))
-def test_accepted_like_the_reference(case, tmp_path):
+def test_accepted_like_the_reference(case, tmp_path, decoder):
     data, dtypes = ACCEPTED[case]
     header = parse_header(data, len(data), FNAME)
     assert {t.name: t.dtype for t in header.tensors} == dtypes
+    assert header.metadata == json.loads(data[8 : 8 + header.header_len]).get("__metadata__")
     ref = reference(data)
     assert ref is not None, "the reference rejects this; the case is wrong"
     assert ref == ours(header, data)
@@ -327,6 +356,8 @@ HOSTILE = {
     "json-nested-past-the-limit": (blob(_deep(128), b"a"), "bad_json", ["nested deeper than 127"], None),
     "json-nested-past-python": (blob("[" * 200_000 + "]" * 200_000), "bad_json", [], None),
     "not-object-array": (blob("[]"), "not_object", ["JSON array, expected an object"], None),
+    # Refused as an array without reading on, as the reference does (it may be 100 MB of [] or numbers).
+    "not-object-array-cut-short": (blob("[[], [1, "), "not_object", ["JSON array"], None),
     "not-object-null": (blob("null"), "not_object", ["JSON null"], None),
     "not-object-number": (blob("12"), "not_object", ["JSON number"], None),
     "not-object-string": (blob('"x"'), "not_object", ["JSON string"], None),
@@ -336,6 +367,13 @@ HOSTILE = {
                         "duplicate_key", ["'shape'"], None),
     "duplicate-metadata": (blob('{"__metadata__":{},"__metadata__":{}}'), "duplicate_key", ["'__metadata__'"], None),
     "duplicate-metadata-key": (blob('{"__metadata__":{"a":"1","a":"2"}}'), "duplicate_key", ["'a'"], None),
+    # The fast paths count ':' against the keys they decoded: escaped ':' must not hide a repeat
+    # (the repeated entry's 4 ':' against 4 escaped ones).
+    "duplicate-tensor-beside-escaped-colon": (
+        blob('{"a' + "\\u003a" * 4 + '":' + json.dumps(ent("U8", [1], 0, 1)) + ',"t":' + json.dumps(ent("U8", [1], 1, 2))
+             + ',"t":' + json.dumps(ent("U8", [1], 1, 2)) + "}", b"ab"), "duplicate_key", ["'t'"], None),
+    "duplicate-field-beside-colon-in-name": (blob('{"x:y":{"dtype":"U8","shape":[1],"shape":[1],"data_offsets":[0,1]}}', b"a"),
+                                             "duplicate_key", ["'shape'"], None),
     "metadata-array": (blob({"__metadata__": ["a"]}), "bad_metadata", ["JSON array"], None),
     "metadata-string": (blob({"__metadata__": "pt"}), "bad_metadata", ["JSON string"], None),
     "metadata-int-value": (blob({"__metadata__": {"step": 5}}), "bad_metadata", ["['step']", "JSON number", "expected a string"], None),
@@ -347,6 +385,9 @@ HOSTILE = {
     "entry-no-dtype": (blob({"t": {"shape": [1], "data_offsets": [0, 1]}}, b"a"), "bad_entry", ["no 'dtype'"], "t"),
     "entry-no-shape": (blob({"t": {"dtype": "U8", "data_offsets": [0, 1]}}, b"a"), "bad_entry", ["no 'shape'"], "t"),
     "entry-no-offsets": (blob({"t": {"dtype": "U8", "shape": [1]}}, b"a"), "bad_entry", ["no 'data_offsets'"], "t"),
+    # Three keys, as many ':' as an ordinary entry, one field missing.
+    "entry-other-field-for-offsets": (blob({"t": {"dtype": "U8", "shape": [1], "x": [0, 1]}}, b"a"), "bad_entry",
+                                      ["no 'data_offsets'"], "t"),
     "dtype-lowercase": (blob({"t": ent("u8", [1], 0, 1)}, b"a"), "unknown_dtype", ['"u8"', "F8_E4M3"], "t"),
     "dtype-made-up": (blob({"t": ent("FP4", [2], 0, 1)}, b"a"), "unknown_dtype", ['"FP4"'], "t"),
     "dtype-number": (blob({"t": ent(5, [1], 0, 1)}, b"a"), "unknown_dtype", ["dtype 5"], "t"),
@@ -354,6 +395,11 @@ HOSTILE = {
     "shape-negative": (blob({"t": ent("U8", [-1], 0, 1)}, b"a"), "bad_shape", ["[-1]"], "t"),
     "shape-float": (blob({"t": ent("U8", [1.0], 0, 1)}, b"a"), "bad_shape", ["[1.0]"], "t"),
     "shape-minus-zero": (blob('{"t":{"dtype":"U8","shape":[-0],"data_offsets":[0,0]}}'), "bad_shape", [], "t"),
+    # The fast paths count '-' against those in decoded strings: a '-' in a name must not hide a -0.
+    "shape-minus-zero-beside-hyphen-in-name": (blob('{"a-b":{"dtype":"U8","shape":[-0],"data_offsets":[0,0]}}'),
+                                               "bad_shape", [], "a-b"),
+    "shape-minus-zero-beside-escaped-hyphen": (blob('{"a\\u002d":{"dtype":"U8","shape":[-0],"data_offsets":[0,0]}}'),
+                                               "bad_shape", [], "a-"),
     "shape-string-dim": (blob({"t": ent("U8", ["1"], 0, 1)}, b"a"), "bad_shape", ['["1"]'], "t"),
     "shape-bool-dim": (blob({"t": ent("U8", [True], 0, 1)}, b"a"), "bad_shape", ["[true]"], "t"),
     "shape-null-dim": (blob({"t": ent("U8", [None], 0, 1)}, b"a"), "bad_shape", ["[null]"], "t"),
@@ -410,7 +456,7 @@ HOSTILE = {
 
 
 @pytest.mark.parametrize("case", sorted(HOSTILE))
-def test_hostile_file_rejected(case, tmp_path):
+def test_hostile_file_rejected(case, tmp_path, decoder):
     data, code, fragments, tensor = HOSTILE[case]
     assert code in ALL_CODES
     assert_rejects(tmp_path, data, code, *fragments, tensor=tensor)
@@ -455,6 +501,75 @@ def test_cap_is_checked_before_the_file_size(tmp_path):
             read_header(src)
     assert exc.value.code == "header_too_large"
     assert src.bytes_read <= 8 + SNIFF_LEN
+
+
+def test_fast_paths_take_ordinary_headers_with_colons_and_hyphens_in_strings():
+    header = {"__metadata__": {"format": "pt", "date": "2026-11-30T22:00:00", "x:y": "-0"},
+              "model-1.layers.0:attn": ent("BF16", [2, 3], 12, 24), "b": ent("F32", [3], 0, 12)}
+    data = blob(header, bytes(24))
+    n = int.from_bytes(data[:8], "little")
+    body = data[8 : 8 + n]
+    careful = parse_careful(body.decode(), n, len(data), FNAME)
+    assert parse_fast_json(body.decode(), n, len(data), FNAME) == careful
+    if header_fast.msgspec_installed():
+        assert parse_fast(body, n, len(data), FNAME) == careful
+    assert careful.metadata == header["__metadata__"] and careful.names == ("b", "model-1.layers.0:attn")
+
+
+# --------------------------------------------------------------------------- hostile sizes
+
+# #13: 100 MB headers like these took 15-42 s and up to 4.9 GB; the reference parser ~1-2 s, ~1.1 GB.
+BIG_HOSTILE = {
+    "arrays": lambda size: b"[" + b"[]," * (size // 3) + b"[]]",
+    "minus-zero-metadata": lambda size: b'{"__metadata__":{"a":"' + b"-0" * (size // 2) + b'"}}',
+    "floats": lambda size: b'{"x":[' + b"1.5," * (size // 4) + b"1.5]}",
+}
+
+
+def _parse_cost(body: bytes) -> tuple[float, int]:
+    """CPU seconds (best of 3) and peak traced bytes of one parse_header of `body`."""
+    data = struct.pack("<Q", len(body)) + body
+
+    def parse():
+        try:
+            parse_header(data, len(data), FNAME)
+        except HeaderError:
+            pass
+
+    parse()  # imports (numpy for nesting) and caches out of the timing
+    seconds = []
+    for _ in range(3):
+        t = time.process_time()
+        parse()
+        seconds.append(time.process_time() - t)
+    gc.collect()
+    tracemalloc.start()
+    try:
+        parse()
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    return min(seconds), peak
+
+
+@pytest.mark.parametrize("case", sorted(BIG_HOSTILE))
+def test_hostile_headers_cost_linear_time_and_memory(case, decoder):
+    """Four times the header costs about four times the time and memory (quadratic would be 16),
+    memory stays within what the reference parser needs per header byte (~11), and the time
+    within a small multiple of a bare json.loads of the same text, measured here."""
+    small, big = 1_000_000, 4_000_000
+    t_small, m_small = _parse_cost(BIG_HOSTILE[case](small))
+    body = BIG_HOSTILE[case](big)
+    t_big, m_big = _parse_cost(body)
+    t_json = []
+    for _ in range(3):
+        t = time.process_time()
+        json.loads(body)
+        t_json.append(time.process_time() - t)
+    assert t_big < 3 * min(t_json) + 0.05, (t_big, min(t_json))
+    assert t_big < 8 * max(t_small, 0.005), (t_small, t_big)
+    assert m_big < 6 * m_small + 1_000_000, (m_small, m_big)
+    assert m_big < 12 * big, m_big
 
 
 # --------------------------------------------------------------------------- bounded reads
@@ -580,6 +695,36 @@ def valid_files(draw):
     return blob(text, data), expected, metadata
 
 
+def _careful_verdict(text: str, n: int, size: int):
+    try:
+        return parse_careful(text, n, size, "fuzz.safetensors")
+    except HeaderError as exc:
+        return exc.code, str(exc)
+
+
+def _check_paths_agree(data: bytes, verdict) -> None:
+    """The careful path's verdict is the verdict: each fast path (msgspec's, json's) either
+    declines or returns exactly the careful path's header, and parse_header's answer, header or
+    error, is the careful path's. `verdict` is parse_header's: a Header or (code, message)."""
+    try:
+        n = header_length(data[:SNIFF_LEN], len(data), "fuzz.safetensors")
+    except HeaderError:
+        return  # refused before any JSON: no path to compare
+    body = data[N_LEN : N_LEN + n]
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        assert parse_fast(body, n, len(data), "fuzz.safetensors") is None
+        return
+    careful = _careful_verdict(text, n, len(data))
+    assert verdict == careful
+    for name, fast in (("msgspec", parse_fast(body, n, len(data), "fuzz.safetensors")),
+                       ("json", parse_fast_json(text, n, len(data), "fuzz.safetensors"))):
+        if fast is not None:
+            assert fast == careful, name
+            CASES_RUN["fast:" + name] += 1
+
+
 def _check_any(data: bytes) -> str:
     """Parse through both entry points; return the code (or "ok"). Never anything but HeaderError."""
     source = MemorySource(data, "fuzz.safetensors")
@@ -595,7 +740,9 @@ def _check_any(data: bytes) -> str:
         ref = reference(data)
         if ref is not None:
             assert exc.code in STRICTER_THAN_REFERENCE, (exc.code, msg)
+        _check_paths_agree(data, (exc.code, msg))
         return exc.code
+    _check_paths_agree(data, header)
     assert read_header(source) == header
     assert source.calls[0] == (0, 8) and sum(n for _, n in source.calls) == header.data_start
     ref = reference(data)
@@ -619,9 +766,17 @@ def _fuzz_valid(case):
 
 def test_fuzz_generated_valid_headers_round_trip():
     before = CASES_RUN["valid"]
+    fast_before = {k: CASES_RUN["fast:" + k] for k in ("msgspec", "json")}
     _fuzz_valid()
-    print(f"generated valid headers: {CASES_RUN['valid'] - before} cases")
-    assert CASES_RUN["valid"] - before > 0
+    ran = CASES_RUN["valid"] - before
+    fast = {k: CASES_RUN["fast:" + k] - v for k, v in fast_before.items()}
+    print(f"generated valid headers: {ran} cases, taken by the fast paths: {fast}")
+    assert ran > 0
+    # Both fast paths must take most valid headers, else their agreement is not being tested
+    # (msgspec's only where installed). Names with astral characters go careful under ensure_ascii.
+    assert fast["json"] > ran // 2, fast
+    if header_fast.msgspec_installed():
+        assert fast["msgspec"] > ran // 2, fast
 
 
 JSON_TOKENS = [b'"', b"{", b"}", b"[", b"]", b",", b":", b"-0", b"NaN", b"1e400", b'"\\ud800"', b" ",

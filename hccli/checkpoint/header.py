@@ -11,19 +11,17 @@ Layout: 8-byte little-endian header length N, N bytes of UTF-8 JSON, then the
 data buffer, which the tensors' data_offsets (relative to the buffer) must tile
 from 0 to the end of the file without gap or overlap.
 
-Two paths give one verdict. The fast path (`_parse_fast`) takes the ordinary header
-(entries of exactly dtype, shape, data_offsets) at the speed of C json decoding and
-declines anything else; the careful path (`_parse_careful`) applies every rule with a
-Python hook per object and number, and alone words the errors.
+Two paths give one verdict. The fast path (header_fast.py) takes the ordinary header
+(entries of exactly dtype, shape, data_offsets) at the speed of C decoding (msgspec when
+installed, else json) and declines anything else; the careful path (header_careful.py)
+applies every rule one by one, and alone words the errors.
 """
 
 from __future__ import annotations
 
 import gc
-import json
 import math
 import re
-import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -50,6 +48,7 @@ METADATA_KEY = "__metadata__"
 MAX_JSON_DEPTH = 127
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _NAME = attrgetter("name")
+_SPAN = attrgetter("begin", "end")
 
 
 class HeaderError(HcError):
@@ -176,9 +175,6 @@ def header_length(head: bytes, file_size: int, name: str) -> int:
     return n
 
 
-# --------------------------------------------------------------------------- JSON
-
-
 # --------------------------------------------------------------------------- parse
 
 
@@ -207,19 +203,25 @@ def read_header(source: ByteSource) -> Header:
 
 
 def _parse_body(body: bytes, file_size: int, name: str) -> Header:
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise HeaderError(name, "bad_utf8", f"header is not valid UTF-8 (byte 0x{body[exc.start]:02x} at file offset"
-                          f" {N_LEN + exc.start}), expected UTF-8 JSON") from None
-    with gc_paused():
-        header = _parse_fast(text, len(body), file_size, name)
-    if header is not None:
-        return header
-    # Anything unusual, valid or not, is judged and worded by the careful path.
-    from hccli.checkpoint.header_careful import parse_careful
+    from hccli.checkpoint.header_fast import msgspec_installed, parse_fast, parse_fast_json
 
-    return parse_careful(text, len(body), file_size, name)
+    with gc_paused():
+        header = parse_fast(body, len(body), file_size, name)
+        if header is not None:
+            return header
+        try:
+            text = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise HeaderError(name, "bad_utf8", f"header is not valid UTF-8 (byte 0x{body[exc.start]:02x} at file"
+                              f" offset {N_LEN + exc.start}), expected UTF-8 JSON") from None
+        if not msgspec_installed():
+            header = parse_fast_json(text, len(body), file_size, name)
+            if header is not None:
+                return header
+        # Anything unusual, valid or not, is judged and worded by the careful path.
+        from hccli.checkpoint.header_careful import parse_careful
+
+        return parse_careful(text, len(body), file_size, name)
 
 
 @contextmanager
@@ -242,119 +244,8 @@ def gc_paused() -> Iterator[None]:
         gc.enable()
 
 
-# --------------------------------------------------------------------------- fast path
-
-# Objects come back as tuples of (key, value) pairs, arrays as lists: every duplicate key stays
-# visible (a dict would keep the last one silently) at no Python call per object.
-_AS_PAIRS = json.JSONDecoder(object_pairs_hook=tuple)
-_FIELDS = {"dtype", "shape", "data_offsets"}
-_MINUS_ZERO = re.compile("-0")  # a regex: str.find is 3x slower for this needle
-_SPAN = attrgetter("begin", "end")
-
-
 def _parse_fast(text: str, n: int, file_size: int, name: str) -> Header | None:
-    """The header, if it is an ordinary valid one; None sends it to the careful path.
+    """The standard library's fast path (header_fast.parse_fast_json), as the tests call it."""
+    from hccli.checkpoint.header_fast import parse_fast_json
 
-    Accepted is only a tree whose every value is type-checked here: an object of entries of
-    exactly dtype, shape and data_offsets (integers in u64), at most one __metadata__ (null or
-    strings), no repeated key, tiling the data and filling the file. Such a tree has no floats,
-    NaN/Infinity, long numbers or deep nesting, so plain decoding is as strict as the careful
-    path for it; two text checks cover what decoding hides (\\ud800 escapes decode to lone
-    surrogates, -0 to the integer 0). Anything else, valid or not, is the careful path's to
-    judge and to word: it alone raises.
-    """
-    if not _long_numbers_refused() or _SURROGATE_ESCAPE.search(text) or _has_minus_zero(text):
-        return None
-    data_start = N_LEN + n
-    metadata: dict[str, str] | None = None
-    seen_metadata = False
-    infos: list[TensorInfo] = []
-    append, new_info = infos.append, tuple.__new__  # TensorInfo(...) costs twice as much
-    expected, in_order = 0, True
-    try:
-        pairs = _AS_PAIRS.decode(text)
-        if type(pairs) is not tuple:
-            return None
-        for key, entry in pairs:
-            if key == METADATA_KEY:
-                if seen_metadata or (entry is not None and type(entry) is not tuple):
-                    return None
-                seen_metadata = True
-                if entry is not None:
-                    metadata = dict(entry)
-                    if len(metadata) != len(entry) or not all(type(v) is str for v in metadata.values()):
-                        return None
-                continue
-            if type(entry) is not tuple:
-                return None
-            (k1, dtype), (k2, shape), (k3, offsets) = entry  # ValueError unless 3 fields
-            if k1 != "dtype" or k2 != "shape" or k3 != "data_offsets":
-                fields = dict(entry)  # another order; three distinct keys, so none repeated
-                if fields.keys() != _FIELDS:
-                    return None
-                dtype, shape, offsets = fields["dtype"], fields["shape"], fields["data_offsets"]
-            bits = DTYPES.get(dtype)  # TypeError for a list; None for any other non-dtype
-            if bits is None or type(shape) is not list or type(offsets) is not list:
-                return None
-            begin, end = offsets  # ValueError unless 2
-            if type(begin) is not int or type(end) is not int or not 0 <= begin <= end <= U64_MAX:
-                return None
-            n_elements = 1
-            for d in shape:
-                if type(d) is not int or d < 0:  # type(), not isinstance: JSON true is no number
-                    return None
-                n_elements *= d
-            # With every dim >= 1 the running product only grows, so the last one bounds them all;
-            # a zero dim hides earlier ones, which the reference's checked fold still rejects.
-            if n_elements > U64_MAX or (n_elements == 0 and not _fold_fits(shape)):
-                return None
-            bits *= n_elements
-            if bits > U64_MAX or bits & 7 or bits >> 3 != end - begin:
-                return None
-            if begin != expected:
-                in_order = False
-            expected = end
-            append(new_info(TensorInfo, (key, dtype, tuple(shape), begin, end, data_start)))
-    except (ValueError, TypeError, RecursionError):  # bad JSON (json's errors are ValueErrors), bad layout
-        return None
-    if not in_order:
-        # Writers list tensors in offset order, but any order is valid: tile them sorted.
-        infos.sort(key=_SPAN)
-        expected = 0
-        for info in infos:
-            if info.begin != expected:
-                return None
-            expected = info.end
-    if data_start + expected != file_size:
-        return None
-    header = Header(name, n, data_start, file_size, metadata, tuple(infos))
-    return header if len(header.by_name) == len(infos) else None  # else a tensor named twice
-
-
-def _long_numbers_refused() -> bool:
-    """Whether json refuses numbers of more than 4,300 digits (Python's default limit). Converting
-    a digit string takes quadratic time, so without that limit one hostile number in a header
-    could take hours; the careful path keeps numbers past 24 digits as text instead."""
-    limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()  # missing before 3.10.7/3.11
-    return 0 < limit <= 4300
-
-
-def _has_minus_zero(text: str) -> bool:
-    """Whether the text may hold the number -0, which decodes to the integer 0 but is a float to
-    the reference. Only a "-0" right after [ , or : can be one (a date in the metadata is not);
-    such a string sends its header to the careful path, which is only slower."""
-    for match in _MINUS_ZERO.finditer(text):
-        before = text[max(0, match.start() - 64) : match.start()].rstrip()
-        if not before or before[-1] in "[,:":
-            return True
-    return False
-
-
-def _fold_fits(shape: list[int]) -> bool:
-    """The reference's checked product: every partial product of the dims within u64."""
-    n = 1
-    for d in shape:
-        n *= d
-        if n > U64_MAX or d > U64_MAX:
-            return False
-    return True
+    return parse_fast_json(text, n, file_size, name)

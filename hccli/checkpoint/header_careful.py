@@ -8,7 +8,9 @@ each rejection is worded with its stable code. Loaded only when needed.
 from __future__ import annotations
 
 import json
-from typing import Any
+import re
+from json.decoder import scanstring
+from typing import Any, Iterator
 
 from hccli.checkpoint.header import (
     DTYPES,
@@ -72,23 +74,57 @@ def _parse_float(text: str) -> float:
     return value
 
 
-def _check_tree(obj: Any, check_strings: bool) -> None:
+_JSON_SPACE = " \t\n\r"
+_BRACKET_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[{]}")
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
+
+
+def _nests_deeper_than(text: str, limit: int) -> bool:
+    """Whether brackets outside strings nest deeper than `limit`, in linear time and memory
+    of a few copies of the text (numpy's running sum over chunks; imported only for this
+    rare case)."""
+    import numpy as np
+
+    brackets = _STRING.sub("", text).encode("utf-8", "surrogatepass").translate(_BRACKET_STEPS, _NOT_BRACKETS)
+    steps = np.frombuffer(brackets, np.int8)  # +1 opens, -1 closes
+    depth, chunk = 0, 1 << 20
+    for start in range(0, len(steps), chunk):
+        running = np.cumsum(steps[start : start + chunk], dtype=np.int32)
+        running += depth
+        if running.max() > limit:
+            return True
+        depth = int(running[-1])
+    return False
+
+
+def _check_tree(obj: Any, check_strings: bool, depth: int = 1) -> None:
     """Apply the reference parser's limits Python's json lacks: nesting depth, and (only when
-    the text has \\uD8xx-style escapes) strings that are not valid Unicode."""
-    stack: list[tuple[Any, int]] = [(obj, 1)]
+    the text has \\uD8xx-style escapes) strings that are not valid Unicode. Each container's
+    items are sorted by type in C; only containers with something inside are walked further
+    (an empty one only counts for the depth), so a header of a million [] costs no Python loop."""
+    stack: list[tuple[Any, int]] = [(obj, depth)]
     while stack:
         value, depth = stack.pop()
-        if isinstance(value, (dict, list)):
-            if depth > MAX_JSON_DEPTH:
-                raise _NonStandard(f"containers nested deeper than {MAX_JSON_DEPTH} levels")
-            items = value.items() if isinstance(value, dict) else enumerate(value)
-            for key, item in items:
-                if check_strings and isinstance(key, str):
+        if type(value) is dict:
+            if check_strings:
+                for key in value:
                     _check_unicode(key)
-                if isinstance(item, (dict, list)):
-                    stack.append((item, depth + 1))
-                elif check_strings and isinstance(item, str):
+            value = value.values()
+        elif type(value) is not list:
+            continue
+        kinds = set(map(type, value))
+        if check_strings and str in kinds:
+            for item in value:
+                if type(item) is str:
                     _check_unicode(item)
+        if dict in kinds or list in kinds:
+            if depth + 1 > MAX_JSON_DEPTH:
+                raise _NonStandard(f"containers nested deeper than {MAX_JSON_DEPTH} levels")
+            stack.extend((item, depth + 1) for item in filter(None, value) if type(item) in _CONTAINERS)
+
+
+_CONTAINERS = (dict, list)
 
 
 def _check_unicode(text: str) -> None:
@@ -131,11 +167,99 @@ def _is_u64(value: Any) -> bool:
     return type(value) is int and 0 <= value <= U64_MAX
 
 
+_WHITESPACE = re.compile(r"[ \t\n\r]*")
+# Bytes that may start a number needing a Python hook, mapped so that one search finds them.
+_NUMBER_CLASSES = bytes.maketrans(b"0123456789E", b"9999999999e")
+
+
+def _decoders(text: str) -> tuple[json.JSONDecoder, json.JSONDecoder]:
+    """json's decoder with the hooks this text needs, and one for arrays that are refused
+    anyway, whose numbers are not converted (only checked for overflow where one may).
+
+    A Python hook costs a call per number, so it is only set where a number may need it: -0 (a
+    float to the reference) or 25+ digits (kept as text, not converted in quadratic time) for
+    integers; an exponent of 3+ digits or 200+ leading digits for floats that may overflow
+    (10^200 * 10^99 is still finite)."""
+    classes = text.encode("utf-8", "surrogatepass").translate(_NUMBER_CLASSES)
+    hooks: dict[str, Any] = {}
+    if "-0" in text or b"9" * 25 in classes:
+        hooks["parse_int"] = _parse_int
+    if b"e999" in classes or b"e+999" in classes or b"9" * 200 in classes:
+        hooks["parse_float"] = _parse_float
+    common = {"object_pairs_hook": _object_pairs, "parse_constant": _parse_constant}
+    # bool: a C call that allocates nothing (every number becomes True); 25M floats cost 0.8 GB.
+    refused = json.JSONDecoder(**common, parse_int=bool, parse_float=hooks.get("parse_float", bool))
+    return json.JSONDecoder(**common, **hooks), refused
+
+
+def _members(text: str, scan: Any, scan_refused: Any) -> Iterator[tuple[str, Any]]:
+    """The (key, value) pairs of the top-level object in `text` (which starts with '{' after
+    whitespace), read one value at a time with json's own scanners and wording their errors.
+    An array value (which the caller refuses) is read with `scan_refused`."""
+    ws = _WHITESPACE.match
+    idx = ws(text, ws(text, 0).end() + 1).end()
+    if text[idx : idx + 1] == "}":
+        idx += 1
+    else:
+        while True:
+            if text[idx : idx + 1] != '"':
+                raise json.JSONDecodeError("Expecting property name enclosed in double quotes", text, idx)
+            key, idx = scanstring(text, idx + 1)
+            idx = ws(text, idx).end()
+            if text[idx : idx + 1] != ":":
+                raise json.JSONDecodeError("Expecting ':' delimiter", text, idx)
+            idx = ws(text, idx + 1).end()
+            try:
+                value, idx = (scan_refused if text[idx : idx + 1] == "[" else scan)(text, idx)
+            except StopIteration as exc:
+                raise json.JSONDecodeError("Expecting value", text, exc.value) from None
+            yield key, value
+            idx = ws(text, idx).end()
+            if text[idx : idx + 1] == "}":
+                idx += 1
+                break
+            if text[idx : idx + 1] != ",":
+                raise json.JSONDecodeError("Expecting ',' delimiter", text, idx)
+            idx = ws(text, idx + 1).end()
+    idx = ws(text, idx).end()
+    if idx != len(text):
+        raise json.JSONDecodeError("Extra data", text, idx)
+
+
 def parse_careful(text: str, n: int, file_size: int, name: str) -> Header:
+    first = text.lstrip(_JSON_SPACE)[:1]
+    if first == "[":
+        # Refused whatever it holds, as the reference refuses a header that starts as an array
+        # (a sequence where it expects a map): building it could cost gigabytes ([[],[],...]).
+        if _nests_deeper_than(text, MAX_JSON_DEPTH):
+            raise HeaderError(name, "bad_json", f"header contains containers nested deeper than {MAX_JSON_DEPTH}"
+                              " levels, expected standard JSON")
+        raise HeaderError(name, "not_object", "header is a JSON array, expected an object")
+    decoder, refused = _decoders(text)
+    check_strings = _SURROGATE_ESCAPE.search(text) is not None
+    data_start = N_LEN + n
+    metadata: dict[str, str] | None = None
+    entries: list[TensorInfo] = []
     try:
-        obj = json.loads(text, object_pairs_hook=_object_pairs, parse_constant=_parse_constant,
-                         parse_int=_parse_int, parse_float=_parse_float)
-        _check_tree(obj, check_strings=_SURROGATE_ESCAPE.search(text) is not None)
+        if first != "{":  # a scalar, or not JSON: nothing big to build
+            obj = decoder.decode(text)
+            raise HeaderError(name, "not_object", f"header is a JSON {_type_name(obj)}, expected an object")
+        # Member by member, each checked as soon as it is read: a hostile value fails before the
+        # rest is built, as in the reference's streaming parse.
+        seen: set[str] = set()
+        for key, value in _members(text, decoder.scan_once, refused.scan_once):
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+            if check_strings:
+                _check_unicode(key)
+                if type(value) is str:
+                    _check_unicode(value)
+            _check_tree(value, check_strings, depth=2)
+            if key == METADATA_KEY:
+                metadata = _check_metadata(value, name)
+            else:
+                entries.append(_check_entry(key, value, data_start, name))
     except _DuplicateKey as exc:
         raise HeaderError(name, "duplicate_key",
                           f"header has the key {quote(exc.key)} more than once, expected unique keys") from None
@@ -148,17 +272,6 @@ def parse_careful(text: str, n: int, file_size: int, name: str) -> Header:
         raise HeaderError(name, "bad_json", "header JSON nests too deeply, expected a flat object") from None
     except ValueError as exc:  # pragma: no cover - json's own limits
         raise HeaderError(name, "bad_json", f"header is not valid JSON ({one_line(str(exc), 100)})") from None
-    if not isinstance(obj, dict):
-        raise HeaderError(name, "not_object", f"header is a JSON {_type_name(obj)}, expected an object")
-
-    data_start = N_LEN + n
-    metadata: dict[str, str] | None = None
-    entries: list[TensorInfo] = []
-    for key, entry in obj.items():
-        if key == METADATA_KEY:
-            metadata = _check_metadata(entry, name)
-        else:
-            entries.append(_check_entry(key, entry, data_start, name))
 
     # Tiling rule of Metadata::validate: sorted by offsets, each starts where the last ended.
     ordered = sorted(entries, key=_SPAN)

@@ -1,0 +1,237 @@
+"""The fast paths of the header parser: ordinary valid headers at the speed of C decoding.
+
+A fast path accepts only a header it has checked to the last rule, and returns None for
+anything else, valid or not: the careful path (header_careful.py) alone judges and words
+the rest, so the verdict is always the careful path's. Two decoders fill the same checks:
+
+- msgspec (when installed): decodes the bytes into typed records, checking in C that every
+  entry's shape and data_offsets hold integers >= 0 and that the text is valid UTF-8 JSON
+  without NaN, lone surrogates or unbounded nesting;
+- the standard library's json otherwise: plain dicts, types checked here.
+
+Both decoders keep only the last of repeated keys, and msgspec skips fields it was not asked
+for; one count, with no second parse, rules both out: every ':' outside strings separates a
+key from its value, so a header whose ':' count equals the keys decoded (plus the ':' inside
+decoded strings) has no repeated key, no extra field and no other object anywhere. The same count for '-' proves there is no
+negative number, so no -0 (which decodes to the integer 0 but is a float to the reference).
+Escapes that decode to ':' or '-' (or to surrogates) send the header to the careful path.
+The checks on the decoded records run as C-level maps over whole columns, not per entry.
+"""
+
+import json
+import math
+import re
+import sys
+from itertools import chain, repeat
+from operator import attrgetter, itemgetter, mul, sub
+from typing import Any, Callable
+
+from hccli.checkpoint.header import _SPAN, DTYPES, METADATA_KEY, N_LEN, U64_MAX, Header, TensorInfo
+
+# \uD800-\uDFFF (surrogates: json decodes lone ones), \u002d ('-') and \u003a (':'), which
+# would hide from the counts.
+_ODD_ESCAPE = re.compile(r"\\u(?:[dD][89a-fA-F]|00(?:2[dD]|3[aA]))")
+_ODD_ESCAPE_BYTES = re.compile(_ODD_ESCAPE.pattern.encode())
+_FIRST, _SECOND = itemgetter(0), itemgetter(1)
+_METADATA_FIRST = re.compile(rb'[ \t\n\r]*\{[ \t\n\r]*"__metadata__"[ \t\n\r]*:[ \t\n\r]*')
+_MAX_SPAN = U64_MAX >> 3  # the reference checks bits = elements * width <= u64; bits = 8 * span
+
+
+def parse_fast(body: bytes, n: int, file_size: int, name: str) -> Header | None:
+    """The header if it is an ordinary valid one, through msgspec when it is installed; None
+    sends it to the careful path (and when msgspec is missing, to `parse_fast_json` first)."""
+    decode = _msgspec_decoders()
+    if decode is None:
+        return None
+    if b"\\" in body and _ODD_ESCAPE_BYTES.search(body):
+        return None
+    try:
+        entries = decode[0](body)
+        has_metadata = METADATA_KEY in entries
+        metadata = _metadata(body, decode) if has_metadata else None
+        entries.pop(METADATA_KEY, None)
+        if not _counts_match(body.count(b":"), body.count(b"-"), entries, has_metadata, metadata):
+            return None
+        # A field left at its default (None, "") fails a check of _assemble with a TypeError or None.
+        records = entries.values()
+        return _assemble(entries, list(map(_ATTR_DTYPE, records)), list(map(_ATTR_SHAPE, records)),
+                         list(map(_ATTR_OFFSETS, records)), metadata, n, file_size, name)
+    except (ValueError, TypeError, AttributeError, RecursionError):  # msgspec's errors are ValueErrors
+        return None
+
+
+def _metadata(body: bytes, decode) -> dict[str, str] | None:
+    """__metadata__, read from where writers put it, as the first key (safetensors does), without a
+    second pass over the whole header; else by a decoder that skips everything else."""
+    first = _METADATA_FIRST.match(body)
+    if first is not None:
+        start = first.end()
+        if body.startswith(b"null", start):
+            return None
+        # A first '}' inside a string would cut the object short: then this decode fails.
+        end = body.find(b"}", start)
+        if body.startswith(b"{", start) and end > 0:
+            try:
+                return decode[2](body[start : end + 1])
+            except ValueError:
+                pass
+    return decode[1](body).metadata
+
+
+def parse_fast_json(text: str, n: int, file_size: int, name: str) -> Header | None:
+    """The same as `parse_fast` with the standard library's json, which builds plain dicts
+    (types are then checked here, per column)."""
+    if not _long_numbers_refused() or "\\" in text and _ODD_ESCAPE.search(text):
+        return None
+    if text.lstrip(" \t\n\r")[:1] != "{":
+        return None  # not an object: nothing to build (a 100 MB array would cost gigabytes)
+    try:
+        # No float belongs in an ordinary header: decline at the first (25M of them cost seconds).
+        entries = json.loads(text, parse_float=_decline, parse_constant=_decline)
+        if type(entries) is not dict:
+            return None
+        has_metadata = METADATA_KEY in entries
+        metadata = entries.pop(METADATA_KEY, None)
+        if metadata is not None and (type(metadata) is not dict or not set(map(type, metadata.values())) <= {str}):
+            return None
+        records = entries.values()
+        if not set(map(type, records)) <= {dict}:
+            return None
+        dtypes = list(map(itemgetter("dtype"), records))  # KeyError unless present
+        shapes = list(map(itemgetter("shape"), records))
+        offsets = list(map(itemgetter("data_offsets"), records))
+    except (ValueError, KeyError, RecursionError):  # json's errors are ValueErrors
+        return None
+    if not (set(map(type, shapes)) <= {list} and set(map(type, offsets)) <= {list}
+            and set(map(len, offsets)) <= {2} and _all_naturals(chain.from_iterable(shapes))
+            and _all_naturals(chain.from_iterable(offsets))):
+        return None
+    if not _counts_match(text.count(":"), text.count("-"), entries, has_metadata, metadata):
+        return None
+    try:
+        return _assemble(entries, dtypes, list(map(tuple, shapes)), offsets, metadata, n, file_size, name)
+    except TypeError:  # an unhashable dtype
+        return None
+
+
+def _decline(text: str) -> Any:
+    raise ValueError(text)
+
+
+# --------------------------------------------------------------------------- shared checks
+
+
+def _counts_match(colons: int, minuses: int, entries: dict[str, Any], has_metadata: bool,
+                  metadata: dict[str, str] | None) -> bool:
+    """Whether the text's ':' and '-' are exactly those of the decoded keys and strings (see the
+    module's docstring): the tensors' names and 3 fields each, __metadata__ and its strings.
+    Dtype names, the only other decoded strings, hold neither."""
+    strings = "".join(entries)
+    keys = 4 * len(entries) + has_metadata
+    if metadata is not None:
+        strings += "".join(metadata) + "".join(metadata.values())
+        keys += len(metadata)
+    return colons == keys + strings.count(":") and minuses == strings.count("-")
+
+
+def _assemble(entries: dict[str, Any], dtypes: list, shapes: list, offsets: list, metadata: dict[str, str] | None,
+              n: int, file_size: int, name: str) -> Header | None:
+    """Apply the reference's per-entry rules and the tiling rule to whole columns. Raises
+    TypeError for columns of the wrong types."""
+    widths = list(map(DTYPES.get, dtypes))  # TypeError for an unhashable dtype
+    if None in widths:
+        return None
+    begins, ends = list(map(_FIRST, offsets)), list(map(_SECOND, offsets))
+    spans = list(map(sub, ends, begins))
+    # Tiling from 0 to the end of the file keeps every end within the file: the file's data size
+    # bounds them all, so only it is checked against u64.
+    if file_size - N_LEN - n > U64_MAX or spans and (min(spans) < 0 or max(spans) > _MAX_SPAN):
+        return None
+    counts = list(map(math.prod, shapes))
+    # elements * width == 8 * span: whole bytes, the span right, and (span <= u64 / 8) no overflow of
+    # the bits or of the elements, whose every partial product is at most the whole when no dim is 0.
+    if list(map(mul, counts, widths)) != list(map(mul, spans, repeat(8))):
+        return None
+    if 0 in counts and not all(_fold_fits(s) for s, c in zip(shapes, counts) if c == 0):
+        return None
+    data_start = N_LEN + n
+    infos = list(map(tuple.__new__, repeat(TensorInfo),
+                     zip(entries, dtypes, shapes, begins, ends, repeat(data_start))))
+    if begins[:1] in ([], [0]) and begins[1:] == ends[:-1]:
+        end = ends[-1] if ends else 0
+    else:
+        # Writers list tensors in offset order, but any order is valid: tile them sorted.
+        infos.sort(key=_SPAN)
+        end = 0
+        for info in infos:
+            if info.begin != end:
+                return None
+            end = info.end
+    if data_start + end != file_size:
+        return None
+    return Header(name, n, data_start, file_size, metadata, tuple(infos))
+
+
+def _all_naturals(values) -> bool:
+    """Integers >= 0 only (type(), not isinstance: JSON true is no number)."""
+    values = list(values)
+    return set(map(type, values)) <= {int} and min(values, default=0) >= 0
+
+
+def _fold_fits(shape) -> bool:
+    """The reference's checked product: every partial product of the dims within u64."""
+    n = 1
+    for d in shape:
+        n *= d
+        if n > U64_MAX or d > U64_MAX:
+            return False
+    return True
+
+
+def _long_numbers_refused() -> bool:
+    """Whether json refuses numbers of more than 4,300 digits (Python's default limit). Converting
+    a digit string takes quadratic time, so without that limit one hostile number in a header
+    could take hours; the careful path keeps numbers past 24 digits as text instead."""
+    limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()  # missing before 3.10.7/3.11
+    return 0 < limit <= 4300
+
+
+# --------------------------------------------------------------------------- msgspec
+
+_ATTR_DTYPE, _ATTR_SHAPE, _ATTR_OFFSETS = attrgetter("dtype"), attrgetter("shape"), attrgetter("data_offsets")
+_DECODERS: list[tuple[Callable[[bytes], Any], ...] | None] = []
+
+
+def msgspec_installed() -> bool:
+    return _msgspec_decoders() is not None
+
+
+def _msgspec_decoders() -> tuple[Callable[[bytes], Any], ...] | None:
+    """msgspec's decoders (the header, its metadata alone, an object of strings), built on first
+    use; None when msgspec is not installed."""
+    if not _DECODERS:
+        _DECODERS.append(_build_msgspec_decoders())
+    return _DECODERS[0]
+
+
+def _build_msgspec_decoders():
+    try:
+        import msgspec
+    except ImportError:
+        return None
+    from typing import Annotated, Optional
+
+    natural = Annotated[int, msgspec.Meta(ge=0)]  # msgspec bounds stop at i64: u64 is checked after
+
+    # Every field has a default so that __metadata__, an object of any keys, decodes too (its keys
+    # are skipped; the second decoder reads it). A default left in a tensor entry fails a check.
+    class Entry(msgspec.Struct, gc=False):
+        dtype: str = ""
+        shape: Optional[tuple[natural, ...]] = None
+        data_offsets: Optional[tuple[natural, natural]] = None
+
+    class MetadataOnly(msgspec.Struct, gc=False, rename={"metadata": METADATA_KEY}):
+        metadata: Optional[dict[str, str]] = None
+
+    return (msgspec.json.Decoder(dict[str, Optional[Entry]]).decode, msgspec.json.Decoder(MetadataOnly).decode,
+            msgspec.json.Decoder(dict[str, str]).decode)
