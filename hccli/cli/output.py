@@ -7,15 +7,15 @@ second line instead of ending them in "...".
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
 import sys
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
 from rich.console import Console
 from rich.markup import escape
+
+from hccli.jsonable import to_jsonable  # noqa: F401 - the output layer's one converter, re-exported
 
 _stdout: Console | None = None
 _stderr: Console | None = None
@@ -47,41 +47,6 @@ def err_console() -> Console:
     if _stderr is None:
         _stderr = Console(stderr=True, highlight=False)
     return _stderr
-
-
-_SCALARS = (str, int, bool, type(None))
-_EXACT_SCALARS = frozenset(_SCALARS)
-_FIELDS: dict[type, tuple[str, ...]] = {}  # field names per dataclass: a tensor list has ~100k rows
-
-
-def to_jsonable(obj: Any) -> Any:
-    """Report dataclasses (and the dicts, lists and tuples in them) as JSON values: a
-    dataclass is an object of its fields in declaration order. JSON has no NaN/Infinity:
-    a non-finite float (a damaged HC value, say) becomes "nan", "inf" or "-inf"."""
-    kind = type(obj)
-    if kind in _EXACT_SCALARS:
-        return obj
-    if kind is float or isinstance(obj, float):
-        if math.isfinite(obj):
-            return obj
-        return "nan" if obj != obj else ("inf" if obj > 0 else "-inf")
-    if isinstance(obj, _SCALARS):
-        return obj
-    plain_ = _EXACT_SCALARS  # a call per value only where one is needed: ~100k rows of 6 fields
-    if isinstance(obj, (list, tuple)):
-        return [v if type(v) in plain_ else to_jsonable(v) for v in obj]
-    if isinstance(obj, dict):
-        return {k: v if type(v) in plain_ else to_jsonable(v) for k, v in obj.items()}
-    names = _FIELDS.get(kind)
-    if names is None:
-        if not dataclasses.is_dataclass(obj) or isinstance(obj, type):
-            raise TypeError(f"no JSON form for {kind.__name__}")
-        names = _FIELDS[kind] = tuple(f.name for f in dataclasses.fields(obj))
-    out = {}
-    for name in names:
-        v = getattr(obj, name)
-        out[name] = v if type(v) in plain_ else to_jsonable(v)
-    return out
 
 
 @contextmanager
