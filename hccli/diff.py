@@ -16,6 +16,7 @@ reference). NaN equals NaN at the same place. Nothing here prints.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Iterator
 
@@ -23,10 +24,10 @@ import numpy as np
 
 from hccli import dialects as D
 from hccli.errors import HcError
-from hccli.hc_view import HcTensor, HcView
+from hccli.hc_view import HcTensor, HcView, component_of
 from hccli.inventory import COMPONENTS
 from hccli.sinkhorn_np import head_pre, split_sinkhorn
-from hccli.vocab import HC_PARTS, SITE_ORDER, hc_from_mix_width, parse_hc_name
+from hccli.vocab import HC_PARTS, SITE_ORDER, hc_from_mix_width
 
 SAMPLE_TOKENS = 16
 SAMPLE_SEED = 0
@@ -156,28 +157,12 @@ def model_difference(a: HcView, b: HcView) -> str | None:
             f"(A from {a.model.source}, B from {b.model.source})")
 
 
-def component_of(name: str) -> str:
-    """The count-params component of a canonical tensor name (hccli/inventory.py's)."""
-    if name.startswith("mtp."):
-        return "dspark"
-    if name.startswith(("vision.", "aligner.", "image_")):
-        return "vision"
-    if parse_hc_name(name) is not None:
-        return "hyper_connections"
-    for mark, comp in ((".engram.", "engram"), (".attn.indexer.", "indexer"), (".attn.compressor.", "compressor"),
-                       (".attn.", "attention"), (".ffn.gate.", "router"), (".ffn.experts.", "routed_experts"),
-                       (".ffn.shared_experts.", "shared_expert")):
-        if mark in name:
-            return comp
-    if name in ("embed.weight", "head.weight"):
-        return "embeddings_head"
-    return "norms" if name.endswith("norm.weight") else "other"
-
-
 # --- comparing values ----------------------------------------------------------------------
 
 def _compare(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> tuple[float, float, int, bool, float]:
     """(max abs, max rel, elements beyond tolerance, bit-identical values, max abs / max |a|)."""
+    if a.dtype == b.dtype and np.array_equal(a, b):  # the common case, without float64 copies
+        return 0.0, 0.0, 0, True, 0.0
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     both_nan = np.isnan(a64) & np.isnan(b64)
     with np.errstate(all="ignore"):
@@ -304,7 +289,7 @@ def sort_rows(rows: list[SiteRow]) -> list[SiteRow]:
 
 def _inventory(v: HcView) -> dict[str, tuple[str, tuple[int, ...], int, int, str]]:
     """canonical name -> (dtype, shape, bytes, logical params, stored name), HC tensors included."""
-    out = {t.canonical: (t.dtype, t.shape, t.nbytes, int(np.prod(t.shape, dtype=np.int64)), t.stored_name)
+    out = {t.canonical: (t.dtype, t.shape, t.nbytes, math.prod(t.shape), t.stored_name)
            for t in v.hc.values()}
     for t in v.others:
         out[t.name] = (t.dtype, t.shape, t.nbytes, t.logical_params, t.stored_name)
@@ -318,9 +303,11 @@ def compare_inventory(a: HcView, b: HcView):
     changed = tuple(Changed(n, component_of(n), ia[n][0], ib[n][0], ia[n][1], ib[n][1])
                     for n in ia if n in ib and (ia[n][0] != ib[n][0] or ia[n][1] != ib[n][1]))
     acc: dict[str, list[int]] = {}
+    comp: dict[str, str] = {}
     for side, inv, other in ((0, ia, ib), (1, ib, ia)):
         for n, (_, _, nbytes, params, _) in inv.items():
-            c = acc.setdefault(component_of(n), [0] * 9)
+            c = comp.get(n) or comp.setdefault(n, component_of(n))
+            c = acc.setdefault(c, [0] * 9)
             c[side] += 1
             c[2 + side] += n not in other
             c[5 + side] += nbytes
@@ -358,7 +345,7 @@ def compare_values(a: HcView, b: HcView, *, atol: float, rtol: float,
         if progress:
             progress(k, len(shared), ta.name)
         comp = component_of(ta.name)
-        na, nb = int(np.prod(ta.shape, dtype=np.int64)), int(np.prod(tb.shape, dtype=np.int64))
+        na, nb = math.prod(ta.shape), math.prod(tb.shape)
         if ta.shape != tb.shape or na != nb:
             out.append(ValueRow(ta.name, comp, f"not compared: shape {list(ta.shape)} vs {list(tb.shape)}",
                                 None, None))

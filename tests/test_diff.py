@@ -8,11 +8,11 @@ import pytest
 from conftest import SAMPLES
 from diff_fixtures import all_tensors, edit_copy, f32, hc_values, release, write_gguf
 
-from hccli import diff as DF
 from hccli import dialects as D
+from hccli import diff as DF
 from hccli.checkpoint import source as source_mod
 from hccli.config import load_config
-from hccli.hc_view import open_view
+from hccli.hc_view import component_of, open_view
 from hccli.inventory import build_inventory
 from hccli.synth import to_bf16_bytes
 
@@ -223,7 +223,7 @@ def test_values_all_streams_and_finds_a_changed_weight(hc, tiny, tmp_path, monke
 @pytest.mark.parametrize("config", ["tiny-v4.1.json", "tiny-v4.hf.json", "deepseek-v4.1-flash.json"])
 def test_component_of_matches_the_inventory(config):
     inv = build_inventory(load_config(SAMPLES / config))
-    wrong = [(t.name, t.component) for t in inv.tensors if DF.component_of(t.name) != t.component]
+    wrong = [(t.name, t.component) for t in inv.tensors if component_of(t.name) != t.component]
     assert wrong == []
 
 
