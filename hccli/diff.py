@@ -221,6 +221,11 @@ def _site_effects(a: HcView, b: HcView, site: str, va: dict, vb: dict, hidden: n
     """(base-alone effect, sample-token effect); None where a part is missing or misshapen."""
     if not all(p in va and p in vb and va[p].shape == vb[p].shape for p in HC_PARTS):
         return None, None
+    same_op = (a.iters, a.eps, a.norm_eps) == (b.iters, b.eps, b.norm_eps)
+    if same_op and all(np.array_equal(va[p], vb[p]) for p in HC_PARTS):  # the same inputs give the same outputs
+        none = 0.0 if site != "head" else None
+        return (Effect("base alone (mixes = 0)", 0.0, none, none),
+                Effect(via, 0.0, none, none) if hidden is not None else None)
     (ba, sa), (bb, sb) = ((v["base"].reshape(-1), v["scale"].reshape(-1)) for v in (va, vb))
     hc = len(ba) if site == "head" else hc_from_mix_width(len(ba))
     if hc is None or (site != "head" and len(sa) != 3):
@@ -300,18 +305,18 @@ def compare_inventory(a: HcView, b: HcView):
     ia, ib = _inventory(a), _inventory(b)
     only_a = tuple(n for n in ia if n not in ib)
     only_b = tuple(n for n in ib if n not in ia)
-    changed = tuple(Changed(n, component_of(n), ia[n][0], ib[n][0], ia[n][1], ib[n][1])
-                    for n in ia if n in ib and (ia[n][0] != ib[n][0] or ia[n][1] != ib[n][1]))
+    comp = {n: component_of(n) for n in (*ia, *only_b)}
+    changed = tuple(Changed(n, comp[n], x[0], y[0], x[1], y[1])
+                    for n, x in ia.items() if (y := ib.get(n)) is not None and x[:2] != y[:2])
     acc: dict[str, list[int]] = {}
-    comp: dict[str, str] = {}
-    for side, inv, other in ((0, ia, ib), (1, ib, ia)):
-        for n, (_, _, nbytes, params, _) in inv.items():
-            c = comp.get(n) or comp.setdefault(n, component_of(n))
-            c = acc.setdefault(c, [0] * 9)
+    for side, inv, only in ((0, ia, set(only_a)), (1, ib, set(only_b))):
+        for n, x in inv.items():
+            c = acc.get(comp[n]) or acc.setdefault(comp[n], [0] * 9)
             c[side] += 1
-            c[2 + side] += n not in other
-            c[5 + side] += nbytes
-            c[7 + side] += params
+            c[5 + side] += x[2]
+            c[7 + side] += x[3]
+        for n in only:
+            acc[comp[n]][2 + side] += 1
     for ch in changed:
         acc[ch.component][4] += 1
     order = {c: i for i, c in enumerate((*COMPONENTS, "other"))}

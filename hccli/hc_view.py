@@ -194,10 +194,11 @@ def _stages(hc: dict[str, HcTensor]) -> int:
 # --- safetensors ------------------------------------------------------------------------
 
 def _logical(name: str, dtype: str, shape: tuple[int, ...], get: Callable[[str], Any]) -> int:
+    """Logical parameters of an I8 or F8_E8M0 tensor (the others: their elements)."""
     n = math.prod(shape)
     if dtype == "F8_E8M0":
         return 0  # quantisation scales are not parameters
-    if dtype == "I8" and len(shape) == 2 and name.endswith(".weight") and shape[1]:
+    if len(shape) == 2 and name.endswith(".weight") and shape[1]:
         sib = get(name[:-7] + ".scale")
         # one E8M0 scale per 32 fp4 values, two values a byte: packed fp4 holds 2 a byte
         if sib is not None and sib[1].dtype == "F8_E8M0" and sib[1].shape == (shape[0], shape[1] // 16):
@@ -225,7 +226,7 @@ def _open_safetensors(path: str, config: str | Path | None) -> HcView:
     def reader(shard, info):
         def read(max_elements: int) -> np.ndarray:
             with CountingSource(ckpt.source(shard), counter) as src:
-                return np.array(read_tensor(src, shard.header, info.name), dtype=np.float32)
+                return read_tensor(src, shard.header, info.name)  # read-only; no copy of a 2 MB fn
         return read
 
     hc: dict[str, HcTensor] = {}
@@ -239,7 +240,8 @@ def _open_safetensors(path: str, config: str | Path | None) -> HcView:
             continue
         canon = name if dialect == D.RELEASE else (D.canonical_name(name, dialect) or name)  # release: canonical
         others.append(OtherTensor(canon, name, info.dtype, info.shape, info.nbytes,
-                                  _logical(name, info.dtype, info.shape, get)))
+                                  _logical(name, info.dtype, info.shape, get) if info.dtype in ("I8", "F8_E8M0")
+                                  else math.prod(info.shape)))
 
     def chunks(stored: str) -> Iterator[np.ndarray] | None:
         shard, info = tensors[stored]
