@@ -26,7 +26,8 @@ from hccli.vocab import (BACKBONE, DEFAULT_HC_EPS, DEFAULT_NORM_EPS, DEFAULT_SIN
                          hc_from_mix_width, parse_hc_name)
 
 MAX_HC_ELEMENTS = 1 << 26  # a V4-Pro fn is 24 x 4*7168 = 688k; 64M is past any real one
-CHUNK_BYTES = 64 << 20  # --values all reads a tensor this much at a time
+CHUNK_BYTES = 64 << 20
+MAX_CONFIG_BYTES = 16 << 20  # a published config.json is a few KB  # --values all reads a tensor this much at a time
 _WIDTH = {"F64": 8, "F32": 4, "I32": 4, "U32": 4, "BF16": 2, "F16": 2, "I16": 2, "U16": 2, "I64": 8, "U64": 8}
 
 
@@ -167,12 +168,15 @@ def _read_config(path: Path, explicit: bool) -> tuple[Any, dict | None, str]:
     from hccli.config_hf import is_transformers_config, release_config_from_transformers
 
     try:
-        raw = path.read_bytes()[: 16 << 20]
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise HcError(f"{path}: larger than {MAX_CONFIG_BYTES:,} bytes; expected a config.json")
         data = json.loads(raw)
         if isinstance(data, dict) and is_transformers_config(data):
             raw = json.dumps(release_config_from_transformers(data, str(path))).encode()
         return parse_config(raw, str(path)), data if isinstance(data, dict) else None, ""
-    except (OSError, ValueError, HcError) as exc:
+    except (OSError, ValueError, RecursionError, HcError) as exc:
         if explicit:
             raise HcError(getattr(exc, "message", None) or f"{path}: cannot read config ({one_line(str(exc))})") \
                 from None
@@ -349,14 +353,18 @@ def _gguf_view(p: Path, g, config) -> HcView:
     elif all(isinstance(s.get(k), int) for k in ("block_count", "embedding_length", "hyper_connection.count")):
         model = ModelShape(s["hyper_connection.count"], s["block_count"], s["embedding_length"], "GGUF metadata")
         iters = s.get("hyper_connection.sinkhorn_iterations", DEFAULT_SINKHORN_ITERS)
-        eps = float(s.get("hyper_connection.epsilon", DEFAULT_HC_EPS))
-        norm_eps = float(s.get("attention.layer_norm_rms_epsilon", DEFAULT_NORM_EPS))
+        eps, norm_eps = (s.get(k, d) for k, d in (("hyper_connection.epsilon", DEFAULT_HC_EPS),
+                                                    ("attention.layer_norm_rms_epsilon", DEFAULT_NORM_EPS)))
+        for k, v in (("hyper_connection.epsilon", eps), ("attention.layer_norm_rms_epsilon", norm_eps)):
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v < 1:
+                raise HcError(f"{p}: key '{g.architecture}.{k}' is {one_line(repr(v), 60)}; "
+                              "expected a number in [0, 1)")
     else:
         model = _from_shapes(hc)
         iters, eps, norm_eps = DEFAULT_SINKHORN_ITERS, DEFAULT_HC_EPS, DEFAULT_NORM_EPS
-    if not isinstance(iters, int) or not 1 <= iters <= 1000:
-        raise HcError(f"{p}: key '{g.architecture}.hyper_connection.sinkhorn_iterations' is {iters!r}; "
-                      "expected an integer 1..1000")
+    if not isinstance(iters, int) or isinstance(iters, bool) or not 1 <= iters <= 1000:
+        raise HcError(f"{p}: key '{g.architecture}.hyper_connection.sinkhorn_iterations' is "
+                      f"{one_line(repr(iters), 60)}; expected an integer 1..1000")
     label = g.paths[0] if len(g.paths) == 1 else f"{g.paths[0]} (+{len(g.paths) - 1} parts)"
     return HcView(label, "gguf", detection, model, 0, iters, eps, norm_eps, hc, others, note, counter, chunks,
                   g.close)

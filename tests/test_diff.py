@@ -230,3 +230,28 @@ def test_component_of_matches_the_inventory(config):
 def test_bad_values_option_is_exit_2(hc, tiny):
     r = hc("diff", tiny, tiny, "--values", "some")
     assert r.exit_code == 2 and "--values" in r.stderr
+
+
+def test_gguf_metadata_is_validated(hc, tiny, tmp_path):
+    gguf = pytest.importorskip("gguf")
+    path = tmp_path / "odd.gguf"
+    w = gguf.GGUFWriter(path, "deepseek4")
+    for key, value in (("block_count", 6), ("embedding_length", 64), ("hyper_connection.count", 4)):
+        w.add_uint32(f"deepseek4.{key}", value)
+    w.add_string("deepseek4.hyper_connection.epsilon", "tiny\x1b[2J")
+    w.add_tensor("blk.0.hc_attn_base.weight", np.zeros(24, np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    r = hc("diff", tiny, path)
+    assert r.exit_code == 2 and "hyper_connection.epsilon" in r.stderr and "\x1b" not in r.stderr
+
+
+def test_oversized_config_is_not_read_whole(tiny, tmp_path, monkeypatch):
+    from hccli import hc_view
+
+    monkeypatch.setattr(hc_view, "MAX_CONFIG_BYTES", 100)
+    with open_view(tiny) as v:
+        assert v.model.source == "tensor shapes" and "larger than 100 bytes" in v.config_note
+        assert (v.model.hc_mult, v.model.n_layers, v.model.dim) == (4, 6, 64)
