@@ -85,14 +85,15 @@ def hc_values(ckpt: Path, dialect: str = D.RELEASE) -> dict[str, np.ndarray]:
     return {h.canonical(): f32(t, n) for n in t if (h := D.hc_name(n, dialect)) is not None}
 
 
-def write_gguf(path: Path, values: dict[str, np.ndarray], types: dict[str, str], config: str = TINY) -> Path:
+def write_gguf(path: Path, values: dict[str, np.ndarray], types: dict[str, str], config: str = TINY,
+               split_max_tensors: int = 0) -> Path:
     """A deepseek4 GGUF holding `values` (canonical names) as llama.cpp's converter
     names them; `types` picks F16 or Q8_0 per canonical name (default F32). The
     stages are left out, as the converter drops them."""
     import gguf
 
     cfg = load_config(SAMPLES / config)
-    w = gguf.GGUFWriter(path, "deepseek4")
+    w = gguf.GGUFWriter(path, "deepseek4", split_max_tensors=split_max_tensors)
     w.add_uint32("deepseek4.block_count", cfg.n_layers)
     w.add_uint32("deepseek4.embedding_length", cfg.dim)
     w.add_uint32("deepseek4.hyper_connection.count", cfg.hc_mult)

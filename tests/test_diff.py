@@ -255,3 +255,43 @@ def test_oversized_config_is_not_read_whole(tiny, tmp_path, monkeypatch):
     with open_view(tiny) as v:
         assert v.model.source == "tensor shapes" and "larger than 100 bytes" in v.config_note
         assert (v.model.hc_mult, v.model.n_layers, v.model.dim) == (4, 6, 64)
+
+
+def test_prefixed_copy_and_split_gguf_folder_compare_by_canonical_name(hc, tiny, tmp_path):
+    pytest.importorskip("gguf")
+
+    def prefix(t):
+        for name in list(t):
+            t["model." + name] = t.pop(name)
+
+    prefixed = edit_copy(tiny, tmp_path / "prefixed", prefix)
+    doc = hc("diff", tiny, prefixed, "--json").json()
+    assert doc["dialect_b"] == D.RELEASE_PREFIXED and doc["exit_code"] == 0
+    assert {x["status"] for x in doc["sites"]} == {"equal"} and doc["only_in_a"] == doc["only_in_b"] == []
+    folder = tmp_path / "split"
+    folder.mkdir()
+    write_gguf(folder / "m.gguf", hc_values(tiny), {}, split_max_tensors=8)
+    assert len(list(folder.glob("m-*-of-*.gguf"))) > 2
+    r = hc("diff", tiny, folder, "--json")
+    doc = r.json()
+    assert r.exit_code == 0 and doc["dialect_b"] == D.GGUF  # all F32: every value kept
+    assert {x["status"] for x in doc["sites"]} == {"equal", "not_in_dialect"}
+
+
+def test_remote_side_reads_headers_and_hc_values_only(hc, tiny, monkeypatch, tmp_path):
+    pytest.importorskip("huggingface_hub")
+    from hub_server import Hub
+
+    with Hub({"org/tiny": tiny}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        monkeypatch.setenv("HC_CACHE_DIR", str(tmp_path / "cache"))
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        r = hc("diff", tiny, "hf://org/tiny", "--json")
+        assert r.exit_code == 0, r.stderr
+        doc = r.json()
+        hc_bytes = sum(len(b) for n, (_, _, b) in all_tensors(tiny).items() if D.parse_hc_name(n))
+        assert doc["bytes_read_b"] == hc_bytes
+        small = sum(len(p.read_bytes()) for p in (tiny / "config.json", tiny / "model.safetensors.index.json"))
+        headers = sum(8 + int.from_bytes(p.read_bytes()[:8], "little") for p in tiny.glob("*.safetensors"))
+        # the header fetch may overshoot by a few bytes; no weight matrix (>= 2 KB here) fits in the margin
+        assert hc_bytes <= hub.stats.body_bytes - small - headers < hc_bytes + 256
