@@ -26,7 +26,8 @@ from hccli.vocab import (BACKBONE, DEFAULT_HC_EPS, DEFAULT_NORM_EPS, DEFAULT_SIN
                          hc_from_mix_width, parse_hc_name)
 
 MAX_HC_ELEMENTS = 1 << 26  # a V4-Pro fn is 24 x 4*7168 = 688k; 64M is past any real one
-CHUNK_BYTES = 64 << 20
+# --values all decodes this many elements at a time: float64 copies of 32 MB, a few of them live
+CHUNK_ELEMENTS = 1 << 22
 MAX_CONFIG_BYTES = 16 << 20  # a published config.json is a few KB  # --values all reads a tensor this much at a time
 _WIDTH = {"F64": 8, "F32": 4, "I32": 4, "U32": 4, "BF16": 2, "F16": 2, "I16": 2, "U16": 2, "I64": 8, "U64": 8}
 
@@ -270,7 +271,7 @@ def _safetensors_chunks(ckpt, shard, info, counter) -> Iterator[np.ndarray] | No
     width = _WIDTH.get(dt, 1)
 
     def gen() -> Iterator[np.ndarray]:
-        step = max(width, CHUNK_BYTES // width * width)
+        step = CHUNK_ELEMENTS * width
         with CountingSource(ckpt.source(shard), counter) as src:
             for off in range(0, info.nbytes, step):
                 raw = src.read(info.abs_begin + off, min(step, info.nbytes - off))
@@ -331,7 +332,7 @@ def _gguf_view(p: Path, g, config) -> HcView:
         def gen() -> Iterator[np.ndarray]:
             if t.ggml_type in _GGUF_FLOAT:
                 width = np.dtype(_GGUF_FLOAT[t.ggml_type]).itemsize
-                step = CHUNK_BYTES // width * width
+                step = CHUNK_ELEMENTS * width
                 with open(t.file, "rb") as f:
                     for off in range(0, t.nbytes, step):
                         f.seek(t.offset + off)

@@ -193,7 +193,7 @@ def test_unreadable_side_is_one_line_exit_2(hc, tiny, tmp_path, content, message
 def test_values_all_streams_and_finds_a_changed_weight(hc, tiny, tmp_path, monkeypatch):
     from hccli import hc_view
 
-    monkeypatch.setattr(hc_view, "CHUNK_BYTES", 96)  # many chunks, cut differently on each side
+    monkeypatch.setattr(hc_view, "CHUNK_ELEMENTS", 24)  # many chunks a tensor
     target, widened = "layers.0.attn.wq_b.weight", "embed.weight"
 
     def edit(t):
@@ -295,3 +295,11 @@ def test_remote_side_reads_headers_and_hc_values_only(hc, tiny, monkeypatch, tmp
         headers = sum(8 + int.from_bytes(p.read_bytes()[:8], "little") for p in tiny.glob("*.safetensors"))
         # the header fetch may overshoot by a few bytes; no weight matrix (>= 2 KB here) fits in the margin
         assert hc_bytes <= hub.stats.body_bytes - small - headers < hc_bytes + 256
+
+
+def test_chunk_streams_of_other_lengths_pair_up():
+    a = iter([np.arange(5.0), np.arange(5.0, 7.0)])
+    b = iter([np.arange(3.0), np.arange(3.0, 4.0), np.arange(4.0, 7.0)])
+    pairs = list(DF._paired(a, b))
+    assert all(len(x) == len(y) and np.array_equal(x, y) for x, y in pairs)
+    assert np.array_equal(np.concatenate([x for x, _ in pairs]), np.arange(7.0))
