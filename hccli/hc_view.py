@@ -198,12 +198,11 @@ def _stages(hc: dict[str, HcTensor]) -> int:
 
 # --- safetensors ------------------------------------------------------------------------
 
-def _logical(name: str, dtype: str, shape: tuple[int, ...], get: Callable[[str], Any]) -> int:
-    """Logical parameters of an I8 or F8_E8M0 tensor (the others: their elements)."""
-    n = math.prod(shape)
+def _logical(name: str, dtype: str, shape: tuple[int, ...], n: int, get: Callable[[str], Any]) -> int:
+    """Logical parameters of a tensor of n elements: packed fp4 counts 2 a byte, scales 0."""
     if dtype == "F8_E8M0":
         return 0  # quantisation scales are not parameters
-    if len(shape) == 2 and name.endswith(".weight") and shape[1]:
+    if dtype == "I8" and len(shape) == 2 and name.endswith(".weight") and shape[1]:
         sib = get(name[:-7] + ".scale")
         # one E8M0 scale per 32 fp4 values, two values a byte: packed fp4 holds 2 a byte
         if sib is not None and sib[1].dtype == "F8_E8M0" and sib[1].shape == (shape[0], shape[1] // 16):
@@ -212,6 +211,7 @@ def _logical(name: str, dtype: str, shape: tuple[int, ...], get: Callable[[str],
 
 
 def _open_safetensors(path: str, config: str | Path | None) -> HcView:
+    from hccli.checkpoint.header import DTYPES
     from hccli.checkpoint.shardset import open_checkpoint
     from hccli.checkpoint.values import read_tensor
 
@@ -244,9 +244,11 @@ def _open_safetensors(path: str, config: str | Path | None) -> HcView:
                                          reader(shard, info))
             continue
         canon = name if dialect == D.RELEASE else (D.canonical_name(name, dialect) or name)  # release: canonical
+        # a validated entry's bytes are its elements x bits / 8: no product of dims per tensor
+        n = info.nbytes * 8 // DTYPES[info.dtype]
         others.append(OtherTensor(canon, name, info.dtype, info.shape, info.nbytes,
-                                  _logical(name, info.dtype, info.shape, get) if info.dtype in ("I8", "F8_E8M0")
-                                  else math.prod(info.shape)))
+                                  _logical(name, info.dtype, info.shape, n, get) if info.dtype in ("I8", "F8_E8M0")
+                                  else n))
 
     def chunks(stored: str) -> Iterator[np.ndarray] | None:
         shard, info = tensors[stored]
