@@ -24,7 +24,7 @@ import numpy as np
 
 from hccli import dialects as D
 from hccli.errors import HcError
-from hccli.hc_view import HcTensor, HcView, component_of
+from hccli.hc_view import HcTensor, HcView, component_of, read_both
 from hccli.inventory import COMPONENTS
 from hccli.sinkhorn_np import head_pre, split_sinkhorn
 from hccli.vocab import HC_PARTS, SITE_ORDER, hc_from_mix_width
@@ -250,7 +250,7 @@ def compare_hc(a: HcView, b: HcView, *, atol: float, rtol: float, tokens: int, s
         t = a.hc.get(name) or b.hc[name]
         sites.setdefault((t.hc.owner, t.hc.site), []).append(t.hc)
     rows: list[SiteRow] = []
-    for k, ((owner, site), names) in enumerate(sites.items()):
+    for k, (((owner, site), names), (ra, rb)) in enumerate(zip(sites.items(), read_both(a, b, sites.values()))):
         if progress:
             progress(k, len(sites), owner or "head")
         va: dict[str, np.ndarray] = {}
@@ -265,7 +265,7 @@ def compare_hc(a: HcView, b: HcView, *, atol: float, rtol: float, tokens: int, s
                 status = NOT_IN_DIALECT if absent else (MISSING_B if ta is not None else MISSING_A)
                 part_rows[hc.part] = _row(layer, hc, ta, tb, status)
                 continue
-            xa, xb = ta.read(), tb.read()
+            xa, xb = ra[hc.part], rb[hc.part]
             if xa.shape != xb.shape:
                 status = TRANSPOSED if xa.ndim == 2 and xa.shape == xb.shape[::-1] else SHAPE
                 part_rows[hc.part] = _row(layer, hc, ta, tb, status)

@@ -1,26 +1,27 @@
 """One view of any checkpoint `hc` can read, for `hc diff`: its HC tensors by
 canonical name with a bounded float32 read, the model's hc_mult / layers / dim,
-and the rest of the inventory as (canonical name, dtype, shape, bytes) without
-reading a value.
+and the rest of the inventory as (canonical name, dtype, shape, bytes), no values.
 
-This is the one module that touches the checkpoint readers (open_checkpoint,
-Checkpoint.tensors, read_tensor; open_gguf for GGUF). When the store moves to one
-protocol, only this file is re-pointed. Values are read through a byte source
-that counts, so a caller can say how many bytes a comparison cost.
+The one module that touches the checkpoint readers (open_checkpoint, tensors(),
+read_tensor; open_gguf): when the store moves to one protocol, only this file is
+re-pointed. Values are read through a counting byte source (bytes read per side).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
 from hccli import dialects as D
+from hccli.checkpoint.header import DTYPES
 from hccli.checkpoint.source import ByteSource, one_line
+from hccli.checkpoint.values import _NATIVE, _TABLES, read_tensor  # the chunked reader decodes as read_tensor
 from hccli.errors import HcError
 from hccli.vocab import (BACKBONE, DEFAULT_HC_EPS, DEFAULT_NORM_EPS, DEFAULT_SINKHORN_ITERS, STAGE, HcName,
                          hc_from_mix_width, parse_hc_name)
@@ -28,8 +29,8 @@ from hccli.vocab import (BACKBONE, DEFAULT_HC_EPS, DEFAULT_NORM_EPS, DEFAULT_SIN
 MAX_HC_ELEMENTS = 1 << 26  # a V4-Pro fn is 24 x 4*7168 = 688k; 64M is past any real one
 # --values all decodes this many elements at a time: float64 copies of 32 MB, a few of them live
 CHUNK_ELEMENTS = 1 << 22
-MAX_CONFIG_BYTES = 16 << 20  # a published config.json is a few KB  # --values all reads a tensor this much at a time
-_WIDTH = {"F64": 8, "F32": 4, "I32": 4, "U32": 4, "BF16": 2, "F16": 2, "I16": 2, "U16": 2, "I64": 8, "U64": 8}
+MAX_CONFIG_BYTES = 16 << 20  # a published config.json is a few KB
+_COUNT_LOCK = threading.Lock()  # remote sides read from several threads
 
 
 class CountingSource(ByteSource):
@@ -47,7 +48,8 @@ class CountingSource(ByteSource):
 
     def read(self, offset: int, length: int) -> bytes:
         out = self.inner.read(offset, length)
-        self.counter[0] += len(out)
+        with _COUNT_LOCK:
+            self.counter[0] += len(out)
         return out
 
     def close(self) -> None:
@@ -108,6 +110,7 @@ class HcView:
     hc: dict[str, HcTensor]
     others: list[OtherTensor]
     config_note: str = ""
+    remote: bool = False  # each read is a round trip: worth overlapping
     counter: list[int] = field(default_factory=lambda: [0])
     _chunks: Callable[[str], Iterator[np.ndarray] | None] | None = field(default=None, repr=False)
     _close: Callable[[], None] | None = field(default=None, repr=False)
@@ -161,6 +164,31 @@ def component_of(name: str) -> str:
     return "norms" if name.endswith("norm.weight") else "other"
 
 
+PREFETCH_SITES = 8  # sites read ahead when a side is remote: overlapped round trips, bounded memory
+
+
+def read_both(a: HcView, b: HcView, groups: Iterable[list[HcName]]) -> Iterator[tuple[dict, dict]]:
+    """Per group of HC names (a site), ({part: values} of A, of B) for the names both sides hold;
+    read in threads a few groups ahead when a side is remote (each read a round trip)."""
+    def load(names) -> tuple[dict, dict]:
+        both = [h for h in names if h.canonical() in a.hc and h.canonical() in b.hc]
+        return ({h.part: a.hc[h.canonical()].read() for h in both}, {h.part: b.hc[h.canonical()].read() for h in both})
+    if not (a.remote or b.remote):
+        yield from map(load, groups)
+        return
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(PREFETCH_SITES) as pool:
+        ahead: deque = deque()
+        for names in groups:
+            ahead.append(pool.submit(load, names))
+            if len(ahead) > PREFETCH_SITES:
+                yield ahead.popleft().result()
+        while ahead:
+            yield ahead.popleft().result()
+
+
 # --- configs ----------------------------------------------------------------------------
 
 def _read_config(path: Path, explicit: bool) -> tuple[Any, dict | None, str]:
@@ -211,9 +239,7 @@ def _logical(name: str, dtype: str, shape: tuple[int, ...], n: int, get: Callabl
 
 
 def _open_safetensors(path: str, config: str | Path | None) -> HcView:
-    from hccli.checkpoint.header import DTYPES
     from hccli.checkpoint.shardset import open_checkpoint
-    from hccli.checkpoint.values import read_tensor
 
     ckpt = open_checkpoint(path)  # config read below, in every style transformers writes too
     cfg, raw_cfg, note = None, None, ""
@@ -261,16 +287,14 @@ def _open_safetensors(path: str, config: str | Path | None) -> HcView:
         model = _from_shapes(hc)
         iters, eps, norm_eps, n_stages = DEFAULT_SINKHORN_ITERS, DEFAULT_HC_EPS, DEFAULT_NORM_EPS, _stages(hc)
     return HcView(ckpt.label, "safetensors", detection, model, n_stages, iters, eps, norm_eps, hc, others,
-                  note, counter, chunks)
+                  note, ckpt.remote is not None, counter, chunks)
 
 
 def _safetensors_chunks(ckpt, shard, info, counter) -> Iterator[np.ndarray] | None:
-    from hccli.checkpoint.values import _NATIVE, _TABLES
-
     dt = info.dtype
     if dt not in _NATIVE and dt != "BF16" and dt not in _TABLES:
         return None
-    width = _WIDTH.get(dt, 1)
+    width = DTYPES[dt] // 8
 
     def gen() -> Iterator[np.ndarray]:
         step = CHUNK_ELEMENTS * width
@@ -369,6 +393,6 @@ def _gguf_view(p: Path, g, config) -> HcView:
         raise HcError(f"{p}: key '{g.architecture}.hyper_connection.sinkhorn_iterations' is "
                       f"{one_line(repr(iters), 60)}; expected an integer 1..1000")
     label = g.paths[0] if len(g.paths) == 1 else f"{g.paths[0]} (+{len(g.paths) - 1} parts)"
-    return HcView(label, "gguf", detection, model, 0, iters, eps, norm_eps, hc, others, note, counter, chunks,
-                  g.close)
+    return HcView(label, "gguf", detection, model, 0, iters, eps, norm_eps, hc, others, note, False, counter,
+                  chunks, g.close)
 
