@@ -24,7 +24,7 @@ import numpy as np
 
 from hccli import dialects as D
 from hccli.errors import HcError
-from hccli.hc_view import HcTensor, HcView, component_of, read_both
+from hccli.hc_view import HcTensor, HcView, OtherTensor, component_of, read_both
 from hccli.inventory import COMPONENTS
 from hccli.sinkhorn_np import head_pre, split_sinkhorn
 from hccli.vocab import HC_PARTS, SITE_ORDER, hc_from_mix_width
@@ -292,12 +292,11 @@ def sort_rows(rows: list[SiteRow]) -> list[SiteRow]:
 
 # --- the rest of the inventory -------------------------------------------------------------
 
-def _inventory(v: HcView) -> dict[str, tuple[str, tuple[int, ...], int, int, str]]:
-    """canonical name -> (dtype, shape, bytes, logical params, stored name), HC tensors included."""
-    out = {t.canonical: (t.dtype, t.shape, t.nbytes, math.prod(t.shape), t.stored_name)
+def _inventory(v: HcView) -> dict[str, OtherTensor]:
+    """canonical name -> its record, HC tensors included."""
+    out = {t.canonical: OtherTensor(t.canonical, t.stored_name, t.dtype, t.shape, t.nbytes, math.prod(t.shape))
            for t in v.hc.values()}
-    for t in v.others:
-        out[t.name] = (t.dtype, t.shape, t.nbytes, t.logical_params, t.stored_name)
+    out.update(zip([t.name for t in v.others], v.others))
     return out
 
 
@@ -306,15 +305,15 @@ def compare_inventory(a: HcView, b: HcView):
     only_a = tuple(n for n in ia if n not in ib)
     only_b = tuple(n for n in ib if n not in ia)
     comp = {n: component_of(n) for n in (*ia, *only_b)}
-    changed = tuple(Changed(n, comp[n], x[0], y[0], x[1], y[1])
-                    for n, x in ia.items() if (y := ib.get(n)) is not None and x[:2] != y[:2])
+    changed = tuple(Changed(n, comp[n], x.dtype, y.dtype, x.shape, y.shape)
+                    for n, x in ia.items() if (y := ib.get(n)) is not None and x[2:4] != y[2:4])
     acc: dict[str, list[int]] = {}
     for side, inv, only in ((0, ia, set(only_a)), (1, ib, set(only_b))):
         for n, x in inv.items():
             c = acc.get(comp[n]) or acc.setdefault(comp[n], [0] * 9)
             c[side] += 1
-            c[5 + side] += x[2]
-            c[7 + side] += x[3]
+            c[5 + side] += x.nbytes
+            c[7 + side] += x.logical_params
         for n in only:
             acc[comp[n]][2 + side] += 1
     for ch in changed:

@@ -14,7 +14,7 @@ import math
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -79,8 +79,7 @@ class HcTensor:
         return np.asarray(self._read(max_elements), dtype=np.float32).reshape(self.shape)
 
 
-@dataclass(frozen=True, slots=True)
-class OtherTensor:
+class OtherTensor(NamedTuple):  # ~96k of them at full scale: built in C, not by a dataclass __init__
     name: str  # canonical (release) name; the stored name where no dialect maps it
     stored_name: str
     dtype: str
@@ -264,7 +263,7 @@ def _open_safetensors(path: str, config: str | Path | None) -> HcView:
     others: list[OtherTensor] = []
     get = tensors.get
     for name, (shard, info) in tensors.items():
-        h = D.hc_name(name, dialect)
+        h = D.hc_name(name, dialect) if "hc" in name else None
         if h is not None:
             hc[h.canonical()] = HcTensor(h, name, info.dtype, info.shape, info.shape, info.nbytes,
                                          reader(shard, info))
