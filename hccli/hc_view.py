@@ -222,10 +222,6 @@ def _from_shapes(hc: dict[str, HcTensor]) -> ModelShape:
     return ModelShape(hc_mult, max(layers) + 1 if layers else None, dim, "tensor shapes")
 
 
-def _stages(hc: dict[str, HcTensor]) -> int:
-    return max((t.hc.num + 1 for t in hc.values() if t.hc.kind == STAGE), default=0)
-
-
 # --- safetensors ------------------------------------------------------------------------
 
 def _logical(name: str, dtype: str, shape: tuple[int, ...], n: int, get: Callable[[str], Any]) -> int:
@@ -288,7 +284,8 @@ def _open_safetensors(path: str, config: str | Path | None) -> HcView:
         iters, eps, norm_eps, n_stages = cfg.hc_sinkhorn_iters, cfg.hc_eps, cfg.norm_eps, cfg.n_stages
     else:
         model = _from_shapes(hc)
-        iters, eps, norm_eps, n_stages = DEFAULT_SINKHORN_ITERS, DEFAULT_HC_EPS, DEFAULT_NORM_EPS, _stages(hc)
+        iters, eps, norm_eps = DEFAULT_SINKHORN_ITERS, DEFAULT_HC_EPS, DEFAULT_NORM_EPS
+        n_stages = max((t.hc.num + 1 for t in hc.values() if t.hc.kind == STAGE), default=0)
     return HcView(ckpt.label, "safetensors", detection, model, n_stages, iters, eps, norm_eps, hc, others,
                   note, ckpt.remote is not None, counter, chunks)
 
