@@ -108,6 +108,7 @@ COMMANDS = {
     "make-checkpoint": "make_checkpoint",
     "run-kernel": "run_kernel",
     "bench": "bench",
+    "diff": "diff",
 }
 _registered: set[str] = set()
 
