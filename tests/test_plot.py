@@ -217,10 +217,10 @@ def test_kernel_draws_the_first_tokens_and_their_mean(mpl, tmp_path, limit, show
 
 def test_kernel_from_run_kernel_json(mpl, tmp_path):
     pytest.importorskip("torch")
-    from hccli.kernels.run import gather, run
+    from hccli.kernels.run import RandomMixes, prepare, run
     from hccli.plot.kernel import KernelFigureData, plot_kernel
 
-    result = run(gather(tokens=5, seed=3), "torch", "cpu")
+    result = run(prepare(RandomMixes(5, 3)), "torch", "cpu")
     doc = json.loads(json.dumps(result.to_json()))
     drawn = plot_kernel(KernelFigureData.from_result(result, limit=2), tmp_path / "k.svg")
     ET.fromstring((tmp_path / "k.svg").read_bytes())

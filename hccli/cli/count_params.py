@@ -95,4 +95,4 @@ def count_params(
 
         # drawn from the JSON document itself, so that the bars are the figures --json prints
         data = params_data_from_json(doc, convention or PLOT_CONVENTIONS[0])
-        note(safe(write_plot(plot, plot_params, data, forbidden_dir=guard)))
+        note(safe(write_plot(plot, plot_params, data, forbidden_dir=guard)), wrap=False)

@@ -152,4 +152,4 @@ def run_kernel_cmd(
         from hccli.plot.kernel import KernelFigureData, plot_kernel
 
         note(safe(write_plot(plot, plot_kernel, KernelFigureData.from_result(result, limit),
-                             forbidden_dir=checkpoint)))
+                             forbidden_dir=checkpoint)), wrap=False)
