@@ -254,3 +254,28 @@ def test_commands_import_matplotlib_only_for_plot(mpl, tmp_path):
     # the last line shows the probe can see matplotlib once a plot asks for it
     assert out.stdout.split("\n")[:4] == ["count-params False", "count-params False", "run-kernel False",
                                           "plot 0 True"], out.stdout + out.stderr
+
+
+# --- the helper the other commands wire in ---
+
+def test_write_plot_checks_before_it_draws_and_says_what_it_wrote(mpl, tmp_path):
+    from hccli.errors import HcError
+    from hccli.plot import write_plot
+    from hccli.plot.diff import DiffFigureData, DiffRow, plot_diff
+
+    ck = tiny(tmp_path / "ck")
+    calls = []
+
+    def draw(data, path, **kw):
+        calls.append(path)
+        return plot_diff(data, path, **kw)
+
+    data = DiffFigureData("a", "b", (DiffRow(0, "attn", "fn", 1e-6),), 1e-5)
+    for bad, words in ((ck / "d.png", "checkpoint directory"), (tmp_path / "d.jpg", "expected .png or .svg")):
+        with pytest.raises(HcError, match=words):
+            write_plot(bad, draw, data, forbidden_dir=ck)
+    assert calls == []  # refused before any drawing
+    line = write_plot(tmp_path / "d.png", draw, data, forbidden_dir=ck)
+    m = NOTE.match(line)
+    assert m and m.group(1) == str(tmp_path / "d.png")
+    assert png_size(tmp_path / "d.png") == (int(m.group(2)), int(m.group(3)))

@@ -28,7 +28,7 @@ EPILOG = """Examples:
 
   hc count-params sample_configs/deepseek-v4.1-flash.json --model   # every counting convention
 
-  hc count-params --model --plot params.png --convention stored_bytes   # a picture (pip install 'hccli[plot]')
+  hc count-params --model --plot params.png --convention stored_bytes  # and a picture
 """
 
 # what the component bars of --plot can count: the per-component keys of `--model --json`
@@ -60,7 +60,7 @@ def count_params(
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
     convention: Annotated[Optional[str], typer.Option(
-        "--convention", callback=_convention, show_default=False,
+        "--convention", callback=_convention, metavar="KEY", show_default=False,
         help="What the whole-model bars of --plot count: logical_params (default), stored_elements or "
              "stored_bytes. Needs --plot and --model.")] = None,
 ) -> None:

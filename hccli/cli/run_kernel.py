@@ -28,7 +28,7 @@ EPILOG = """Examples:
 
   hc run-kernel --compare golden.safetensors --impl exact          # ... read back and re-run
 
-  hc run-kernel --tokens 64 --limit 3 --plot comb.png              # a picture (pip install 'hccli[plot]')
+  hc run-kernel --tokens 64 --limit 3 --plot comb.png              # and a picture
 """
 
 
