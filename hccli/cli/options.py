@@ -11,6 +11,7 @@ layer option under another name, reuse the callback:
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -34,6 +35,29 @@ def ranges_callback(ctx: typer.Context, param: typer.CallbackParam, value: Optio
     if value is None or ctx.resilient_parsing:
         return value
     return specs.parse_ranges(value, _flag(param))
+
+
+def check_plot(value: Path, flag: str = "--plot", forbidden_dir: Optional[object] = None) -> None:
+    """The plot file can be written (extension, matplotlib, folder, not in forbidden_dir, a
+    checkpoint), or an HcError naming the flag. Commands call it before their work; the
+    option's callback already has, without the checkpoint."""
+    from hccli.errors import HcError
+    from hccli.plot import check_target, clean_text  # numpy and matplotlib load only when a plot is asked for
+
+    try:
+        check_target(value, forbidden_dir=forbidden_dir)
+    except HcError as exc:
+        named = clean_text(str(value))
+        what = exc.message if exc.message.startswith(named) else f"{named}: {exc.message}"
+        raise HcError(f"{flag} {what}") from None
+
+
+def plot_callback(ctx: typer.Context, param: typer.CallbackParam, value: Optional[Path]):
+    """A wrong plot file must fail while the flags are parsed, before the command computes or prints."""
+    if value is None or ctx.resilient_parsing:
+        return value
+    check_plot(value, _flag(param))
+    return value
 
 
 def _choices(aliases: dict[str, str], expected: str):
@@ -69,3 +93,7 @@ RolesOpt = Annotated[Optional[list[str]], typer.Option(
     "--role", "-r", callback=roles_callback, show_default=False,
     help="window, source, reuse, reindex, compressed, engram, hash, stage.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document for scripts instead of tables.")]
+PlotOpt = Annotated[Optional[Path], typer.Option(
+    "--plot", callback=plot_callback, metavar="FILE", show_default=False,
+    help="Also draw a picture into FILE, .png or .svg by its extension (needs matplotlib: "
+         "pip install 'hccli\\[plot]').")]

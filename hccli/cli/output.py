@@ -90,9 +90,10 @@ def show(*renderables: Any) -> None:
             console().print(_unclipped(r))
 
 
-def note(text: str) -> None:
-    """A side remark for people, on stderr so that stdout stays clean."""
-    err_console().print(text)
+def note(text: str, *, wrap: bool = True) -> None:
+    """A side remark for people, on stderr so that stdout stays clean. wrap=False for a
+    line that is data (a file name and its size): a script reads it whole."""
+    err_console().print(text, soft_wrap=not wrap)
 
 
 def plain(text: str) -> str:

@@ -9,7 +9,7 @@ import typer
 from hccli.cli.app import app
 from hccli.cli.kernel_options import (CompareOpt, ConfigOpt, DeviceOpt, EpsOpt, HcMultOpt, HiddenFileOpt, ImplOpt,
                                       ItersOpt, LayerOpt, MixesOpt, SeedOpt, SiteOpt, TokensOpt, _at_least)
-from hccli.cli.options import JsonOpt
+from hccli.cli.options import JsonOpt, PlotOpt
 from hccli.errors import HcError
 
 EPILOG = """Examples:
@@ -27,6 +27,8 @@ EPILOG = """Examples:
   hc run-kernel --impl torch --save golden.safetensors             # golden vectors for a port
 
   hc run-kernel --compare golden.safetensors --impl exact          # ... read back and re-run
+
+  hc run-kernel --tokens 64 --limit 3 --plot comb.png              # and a picture
 """
 
 
@@ -79,7 +81,8 @@ def run_kernel_cmd(
     hc_mult: HcMultOpt = None,
     iters: ItersOpt = None,
     eps: EpsOpt = None,
-    limit: Annotated[int, typer.Option("--limit", callback=_at_least("--limit", 0), help="Tokens to print.")] = 4,
+    limit: Annotated[int, typer.Option("--limit", callback=_at_least("--limit", 0), help="Tokens to print "
+                                       "(and to draw with --plot: at least 1, at most 8).")] = 4,
     save: Annotated[Optional[Path], typer.Option("--save", help="Write inputs and outputs as golden vectors "
                                                  "to this .safetensors file.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --save file.")] = False,
@@ -87,6 +90,7 @@ def run_kernel_cmd(
     atol: Annotated[float, typer.Option("--atol", help="With --compare: the largest absolute difference that "
                                         "still counts as equal (default 0: bit for bit).")] = 0.0,
     json_out: JsonOpt = False,
+    plot: PlotOpt = None,
 ) -> None:
     """Run the split-Sinkhorn op (pre, post and the 4 x 4 comb matrix) over sample mixes.
 
@@ -96,8 +100,10 @@ def run_kernel_cmd(
     --hidden/--hidden-file or --checkpoint say otherwise. --compare FILE re-runs a --save file.
     """
     from hccli.cli import render_kernel
-    from hccli.cli.output import emit_json, show
+    from hccli.cli.output import emit_json, note, safe, show
 
+    if compare is not None and plot is not None:
+        raise HcError("--plot draws the outputs of a run and --compare prints a comparison; give one")
     if compare is not None:
         given = [flag for flag, v in (("--tokens", tokens), ("--mixes", mixes), ("--checkpoint", checkpoint),
                                       ("--hidden", hidden or None), ("--hidden-file", hidden_file), ("--dim", dim),
@@ -129,6 +135,10 @@ def run_kernel_cmd(
         except HcError as exc:
             raise HcError(f"--save {exc.message}" + (" (or pass --force)" if "file exists" in exc.message else ""),
                           ) from None
+    if plot is not None and checkpoint is not None:
+        from hccli.cli.options import check_plot
+
+        check_plot(plot, forbidden_dir=checkpoint)  # before the kernel runs: nothing printed, nothing written
     inp = prepare(source, site=where, config=config, overrides=Overrides(hc_mult, iters, eps))
     result = run(inp, impl, device)
     if save is not None:
@@ -137,3 +147,9 @@ def run_kernel_cmd(
         emit_json(result.to_json())
     else:
         show(*render_kernel.renderables(result, limit=limit, saved=save))
+    if plot is not None:
+        from hccli.plot import write_plot
+        from hccli.plot.kernel import KernelFigureData, plot_kernel
+
+        note(safe(write_plot(plot, plot_kernel, KernelFigureData.from_result(result, limit),
+                             forbidden_dir=checkpoint)), wrap=False)

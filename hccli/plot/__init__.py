@@ -13,7 +13,7 @@ import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -91,23 +91,40 @@ def _inside(path: Path, directory: Path) -> bool:
     return True
 
 
+def _checkpoint_root(checkpoint: str | Path) -> Path | None:
+    # a single-file checkpoint's folder is its directory (as for run-kernel --save); a hub name
+    # (hf://org/name) is no local path and guards nothing here
+    p = Path(checkpoint)
+    if p.is_dir():
+        return p.resolve()
+    return p.resolve().parent if p.exists() else None
+
+
+def check_target(path: str | Path, *, forbidden_dir: str | Path | None = None) -> tuple[Path, str]:
+    """(resolved path, format) of a plot file that can be written, or the HcError that says why
+    not: the extension, matplotlib, the checkpoint directory, the folder. Cheap, so that a
+    command calls it before it does any work."""
+    path = Path(path)
+    fmt = plot_format(path)
+    require_matplotlib()
+    target = path.resolve()
+    forbidden = _checkpoint_root(forbidden_dir) if forbidden_dir is not None else None
+    if forbidden is not None and _inside(target, forbidden):
+        raise HcError(f"{clean_text(str(path))}: will not write a plot into the checkpoint directory "
+                      f"{clean_text(str(forbidden_dir))}; choose a file elsewhere")
+    if target.is_dir():
+        raise HcError(f"{clean_text(str(path))}: is a directory; expected a .{fmt} file name")
+    if not target.parent.is_dir():
+        raise HcError(f"{clean_text(str(path))}: directory {clean_text(str(target.parent))} does not exist")
+    return target, fmt
+
+
 def save_figure(fig: Any, path: str | Path, *, forbidden_dir: str | Path | None = None) -> Path:
     """Write the figure as PNG or SVG (by extension) with no dates or software names in
     it, so that the same figure gives the same bytes. Refuses to write inside
     forbidden_dir (a checkpoint directory). The file appears whole or not at all."""
-    path = Path(path)
-    fmt = plot_format(path)
-    target = path.resolve()
-    if forbidden_dir is not None:
-        forbidden = Path(forbidden_dir).resolve()
-        if _inside(target, forbidden):
-            raise HcError(f"{clean_text(str(path))}: will not write a plot into the checkpoint directory "
-                          f"{clean_text(str(forbidden_dir))}; choose a file elsewhere")
-    if target.is_dir():
-        raise HcError(f"{clean_text(str(path))}: is a directory; expected a .{fmt} file name")
+    target, fmt = check_target(path, forbidden_dir=forbidden_dir)
     parent = target.parent
-    if not parent.is_dir():
-        raise HcError(f"{clean_text(str(path))}: directory {clean_text(str(parent))} does not exist")
     metadata = {"Software": None} if fmt == "png" else {"Date": None, "Creator": None}
     mpl = require_matplotlib()
     # beside the target, so that the rename is atomic; opened with the user's umask, unlike mkstemp
@@ -122,3 +139,17 @@ def save_figure(fig: Any, path: str | Path, *, forbidden_dir: str | Path | None 
         if tmp.exists():
             tmp.unlink()
     return target
+
+
+def write_plot(path: str | Path, draw: Callable[..., Drawn], data: Any, *,
+               forbidden_dir: str | Path | None = None) -> str:
+    """The one call a command makes once it has its data: draw it with a plot_X function
+    (plot_model, plot_kernel, plot_diff, plot_params), save it, and return the line to tell
+    the user, e.g. "wrote params.png (1100x1300 PNG)". The target is checked again first (a
+    command checks it before its work too: PlotOpt's callback, or check_target)."""
+    check_target(path, forbidden_dir=forbidden_dir)
+    drawn = draw(data, path, forbidden_dir=forbidden_dir)
+    w, h = drawn.figure.get_size_inches()
+    fmt = plot_format(path)
+    size = f"{round(w * DPI)}x{round(h * DPI)} PNG" if fmt == "png" else f"{w * 72:g}x{h * 72:g} pt SVG"
+    return f"wrote {path} ({size})"

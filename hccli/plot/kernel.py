@@ -24,6 +24,7 @@ class KernelFigureData:
     post: np.ndarray  # [n, hc]
     comb: np.ndarray  # [n, hc, hc]: row j = from stream j, column k = to stream k
     limit: int = 4  # tokens to draw (at least 1, at most MAX_TOKENS)
+    params: str = ""  # where hc_base / hc_scale came from (a checkpoint's layer and site, say)
 
     def __post_init__(self) -> None:
         n, hc = np.shape(self.pre) if np.ndim(self.pre) == 2 else (None, None)
@@ -36,7 +37,7 @@ class KernelFigureData:
     def from_result(cls, result: Any, limit: int = 4) -> "KernelFigureData":
         """From a hccli.kernels.run.RunResult."""
         title = f"{result.impl} on {result.device}: {result.input.provenance}"
-        return cls(title, result.pre, result.post, result.comb, limit)
+        return cls(title, result.pre, result.post, result.comb, limit, result.input.params_provenance)
 
     @property
     def shown(self) -> int:
@@ -95,6 +96,10 @@ def draw_kernel(data: KernelFigureData) -> Drawn:
     height = 6
     fig = new_figure(width, height)
     fig.suptitle(clean_text(data.title), x=0.3 / width, ha="left", fontsize=10, parse_math=False)
+    if data.params:
+        # a path may be long: cut later than a title, so that the layer and site stay in
+        fig.text(0.3 / width, 1 - 0.3 / height, clean_text(f"base/scale: {data.params}", 240), fontsize=8,
+                 color="#444444", va="top", parse_math=False)
     fig.text(0.3 / width, 1 - 0.5 / height,
              f"comb (row j = from stream j, column k = to stream k) of the first {k} of "
              f"{data.pre.shape[0]:,} tokens and their mean; row sums right, column sums below (red: off 1 by 1e-3+)",
