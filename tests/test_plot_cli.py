@@ -279,3 +279,47 @@ def test_write_plot_checks_before_it_draws_and_says_what_it_wrote(mpl, tmp_path)
     m = NOTE.match(line)
     assert m and m.group(1) == str(tmp_path / "d.png")
     assert png_size(tmp_path / "d.png") == (int(m.group(2)), int(m.group(3)))
+
+
+# --- diff ---
+
+def test_diff_plot_draws_its_json(mpl, spy, tmp_path):
+    from diff_fixtures import edit_copy, release
+
+    a = release(tmp_path / "a")
+
+    def nudge(tensors):  # one base value off by 0.25: one site part differs, the rest equal
+        name = "layers.2.hc_attn_base"
+        if name not in tensors:  # called once per shard
+            return
+        dtype, shape, raw = tensors[name]
+        v = np.frombuffer(raw, "<f4").copy()
+        v[-1] += 0.25
+        tensors[name] = (dtype, shape, v.astype("<f4").tobytes())
+
+    b = edit_copy(a, tmp_path / "b", nudge)
+    drawn = spy("hccli.plot.diff", "plot_diff")
+    out = tmp_path / "diff.png"
+    r = run_hc("diff", a, b, "--json", "--plot", out)
+    assert r.exit_code == 1, r.stderr
+    noted_png(r, out)
+    doc = r.json()
+    arrays = drawn[0].arrays
+    for row in doc["sites"]:
+        kind = "value" if row["max_abs"] > 0 else "zero"
+        layers = arrays[f"{row['part']}/{row['site']}/{kind}/layer"]
+        assert row["layer"] in layers
+        if kind == "value":
+            assert arrays[f"{row['part']}/{row['site']}/value/y"][list(layers).index(row["layer"])] == row["max_abs"]
+    changed = [row for row in doc["sites"] if row["max_abs"] > 0]
+    assert [(c["layer"], c["site"], c["part"]) for c in changed] == [(2, "attn", "base")]
+
+
+def test_diff_never_plots_into_either_checkpoint(mpl, tmp_path):
+    from diff_fixtures import release
+
+    a = release(tmp_path / "a")
+    before = sorted(p.name for p in a.iterdir())
+    r = run_hc("diff", a, a, "--plot", a / "d.png")
+    assert r.exit_code == 2 and "hc diff" not in r.stdout and not (a / "d.png").exists()
+    assert "checkpoint" in one_line(r) and sorted(p.name for p in a.iterdir()) == before

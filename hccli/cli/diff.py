@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from hccli.cli.app import app
-from hccli.cli.options import JsonOpt
+from hccli.cli.options import JsonOpt, PlotOpt
 
 EPILOG = """Examples:
 
@@ -15,6 +15,8 @@ EPILOG = """Examples:
   hc diff release/ converted/ --atol 1e-3 --rtol 1e-2 --json
 
   hc diff release/ converted/ --values all                   # every shared tensor too, streamed
+
+  hc diff release/ model-q8.gguf --plot diff.png              # and a picture: max |a - b| per site
 """
 
 
@@ -37,6 +39,7 @@ def diff_cmd(
                         ] = None,
     limit: Annotated[int, typer.Option("--limit", help="HC rows to print (worst first).", min=1)] = 20,
     json_out: JsonOpt = False,
+    plot: PlotOpt = None,
 ) -> None:
     """Compare two checkpoints' hyper-connections, site by site, and the rest of their inventories.
 
@@ -56,6 +59,12 @@ def diff_cmd(
 
     if values not in ("hc", "all"):
         raise HcError(f"--values {values!r}: expected 'hc' or 'all'")
+    if plot is not None:
+        from hccli.cli.options import check_plot
+
+        for side in (a, b):  # never into either checkpoint; before any work
+            if Path(side).exists():
+                check_plot(plot, forbidden_dir=Path(side))
     with open_view(a, config_a) as va, open_view(b, config_b) as vb:
         with progress_bar("comparing", enabled=not json_out) as tick:
             report = build_diff(va, vb, atol=atol, rtol=rtol, tokens=tokens, seed=seed,
@@ -64,5 +73,11 @@ def diff_cmd(
         emit_json(report.to_json())
     else:
         show(*render_diff.renderables(report, limit=limit))
+    if plot is not None:
+        from hccli.cli.output import note, safe
+        from hccli.plot import write_plot
+        from hccli.plot.diff import diff_figure_data, plot_diff
+
+        note(safe(write_plot(plot, plot_diff, diff_figure_data(report), forbidden_dir=Path(b))), wrap=False)
     if report.exit_code:
         raise typer.Exit(report.exit_code)

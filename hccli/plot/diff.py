@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -46,6 +47,14 @@ class DiffFigureData:
             if r.part not in PART_COLOURS or r.site not in SITE_MARKERS:
                 raise HcError(f"diff plot: layer {r.layer}: unknown site/part {clean_text(r.site, 20)!r}/"
                               f"{clean_text(r.part, 20)!r}; expected attn|ffn|head and fn|base|scale")
+
+
+def diff_figure_data(report: Any) -> DiffFigureData:
+    """From a hccli.diff.DiffReport: every HC tensor compared on both sides (a missing or
+    reshaped one has no difference to draw; the table names it), the absolute tolerance as
+    the line."""
+    rows = tuple(DiffRow(r.layer, r.site, r.part, float(r.max_abs)) for r in report.sites if r.max_abs is not None)
+    return DiffFigureData(report.label_a, report.label_b, rows, float(report.atol))
 
 
 def axis_limits(values: np.ndarray, tolerance: float) -> tuple[float, float]:
