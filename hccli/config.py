@@ -186,6 +186,10 @@ def parse_config(raw: bytes | str, source: str) -> ModelConfig:
         raise HcError(f"{source}: not valid JSON ({exc}); expected a model config.json") from None
     if not isinstance(data, dict):
         raise HcError(f"{source}: top level is a JSON {type(data).__name__}; expected an object")
+    if "layer_types" in data:  # transformers-written: read as the release config it came from
+        from hccli.config_hf import is_transformers_config, release_config_from_transformers
+
+        data = release_config_from_transformers(data, source) if is_transformers_config(data) else data
     return _from_mapping(data, source)
 
 
