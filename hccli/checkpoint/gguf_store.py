@@ -19,7 +19,16 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from hccli.checkpoint.gguf_file import GGUF_MAGIC, MAX_KV, MAX_SPLITS, MAX_TENSORS, SMALL_ARRAY, SPLIT_NAME, VERSIONS
+from hccli.checkpoint.gguf_file import (
+    GGUF_MAGIC,
+    MAX_HEADER_BYTES,
+    MAX_KV,
+    MAX_SPLITS,
+    MAX_TENSORS,
+    SMALL_ARRAY,
+    SPLIT_NAME,
+    VERSIONS,
+)
 from hccli.checkpoint.gguf_file import _Header as _Scan
 from hccli.checkpoint.header import Header, TensorInfo
 from hccli.checkpoint.source import ByteSource, one_line
@@ -42,6 +51,18 @@ class GgufHeader(Header):
     def architecture(self) -> str:
         arch = self.kv.get("general.architecture")
         return arch if isinstance(arch, str) else ""
+
+
+class _Walk(_Scan):
+    """The pre-scan's reader, starting with 64 KiB: over HTTP a tiny GGUF's header is a
+    few KB, and a real one (with its tokenizer, a few MB) grows by doubling."""
+
+    FIRST = 64 * 1024
+
+    def __init__(self, name: str, f: Any, size: int):
+        self.path, self.f, self.size, self.pos = name, f, size, 0
+        self.limit = min(size, MAX_HEADER_BYTES)
+        self.buf = f.read(min(self.limit, self.FIRST))
 
 
 class _Reader:
@@ -81,7 +102,7 @@ def read_gguf_header(src: ByteSource) -> GgufHeader:
     from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 
     name = src.name
-    h = _Scan(name, _Reader(src), src.size())  # type: ignore[arg-type]
+    h = _Walk(name, _Reader(src), src.size())
     if h.buf[:4] != GGUF_MAGIC:
         raise HcError(f"{one_line(name)}: not a GGUF file (no GGUF magic); expected a .gguf file")
     h.pos = 4
