@@ -28,7 +28,7 @@ from hccli.errors import HcError
 from hccli.inspect_tree import TreeNode, build_tree, by_dtype, logical_params, stored_bytes
 from hccli.layers import format_ranges
 from hccli.sinkhorn_np import head_pre, split_sinkhorn
-from hccli.dialects import DESCRIPTIONS
+from hccli.dialects import DESCRIPTIONS, canonical_name
 from hccli.vocab import BACKBONE, STAGE, owner_of
 
 
@@ -309,12 +309,14 @@ def build_inspect(
     rows = None
     if name_glob or layers is not None or dtype or list_tensors:
         rows = []
+        dialect = dialect_of(ckpt).dialect
+        canonical = (lambda n: n) if dialect == "release" else (lambda n: canonical_name(n, dialect) or n)
         for name, (shard, t) in tensors.items():
             if name_glob and not fnmatch.fnmatchcase(name, name_glob):
                 continue
             if dtype and t.dtype != dtype:
                 continue
-            if layers is not None and _layer_of(name, n_layers) not in layers:
+            if layers is not None and _layer_of(canonical(name), n_layers) not in layers:
                 continue
             rows.append(TensorRow(name, t.dtype, t.shape, t.nbytes, shard.file, t.abs_begin))
     sites = find_hc(ckpt)

@@ -240,3 +240,15 @@ def test_select_site_works_on_every_dialect(tf_save, gguf_file):
         s = select_site(ckpt, 2, "attn")
         base, scale = read_base_scale(ckpt, s)
         assert base.shape == (24,) and scale.shape == (3,)
+
+
+def test_layer_selection_by_canonical_layer_number(tf_save, gguf_file):
+    for path, prefix in ((gguf_file[0], "blk.2."), (tf_save[0], "model.layers.2.")):
+        names = [t["name"] for t in inspect_json(path, "--layer", 2, "--name", "*hc_*")["tensor_list"]]
+        assert len(names) == 6 and all(n.startswith(prefix) for n in names), names
+
+
+def test_human_summary_names_the_dialect_and_gguf_settings(tf_save, gguf_file):
+    out = run_hc("inspect", gguf_file[0]).stdout
+    assert "dialect: gguf" in out and "GGUF architecture deepseek4:" in out and "block_count 6" in out
+    assert "dialect: transformers-saved" in run_hc("inspect", tf_save[0]).stdout

@@ -41,14 +41,13 @@ def _derived(dialect: str) -> bool:
     return dialect in (D.TRANSFORMERS_SAVED, D.GGUF)
 
 
-def expected_layout(inventory: Any, dialect: str, model_dtype: str | None) -> dict[str, Expected]:
+def expected_layout(inventory: Any, dialect: str, model_dtype: str | None) -> dict[str, Any]:
     """canonical name -> what the layout holds there, for the tensors of `inventory`."""
-    out: dict[str, Expected] = {}
+    if not _derived(dialect):
+        return inventory.by_name()  # the release's own specs (same name, shape, dtype, exact fields)
+    out: dict[str, Any] = {}
     fused: dict[str, list] = {}
     for t in inventory.tensors:
-        if not _derived(dialect):
-            out[t.name] = Expected(t.name, t.shape, t.dtype, t.exact)
-            continue
         if t.scope == "stage" or t.is_scale:
             continue
         shape = (*t.shape[:-1], t.shape[-1] * 2) if t.fp4_packed else t.shape
