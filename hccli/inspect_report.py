@@ -17,6 +17,7 @@ from hccli.checkpoint.hc import (
     dialect_of,
     find_hc,
     gguf_settings,
+    is_gguf,
     layer_counts,
     op_settings,
     read_base_scale,
@@ -162,7 +163,7 @@ class InspectListDocument(InspectDocument):
 def read_hc_entries(ckpt: Checkpoint, sites: list[HcSiteTensors]) -> list[HcEntry]:
     iters, eps = op_settings(ckpt)
     usable = [s for s in sites if site_hc(s) is not None
-              and all(s.parts[p][1].dtype == "F32" for p in ("base", "scale"))]
+              and all(s.parts[p][1].dtype == "F32" or is_gguf(s.parts[p][0]) for p in ("base", "scale"))]
     # (the others are --verify's to report: hc_incomplete / hc_shape / hc_dtype; nothing to compute,
     # and nothing read: a header past the hc_mult bound may claim gigabytes)
 

@@ -14,6 +14,7 @@ from conftest import SAMPLES, run_hc
 from gguf_fixtures import CFG, F16_SITE, Q8_SITE, hc_values, stored_values, write_gguf
 from transformers_fixtures import save_tiny_model
 
+from hccli import dialects as D
 from hccli.checkpoint.hc import find_hc, read_base_scale, read_part, select_site
 from hccli.checkpoint.shardset import open_checkpoint
 from hccli.vocab import HC_PARTS
@@ -32,8 +33,6 @@ def tf_save(tmp_path_factory):
 
 
 def _tf_memory_to_canonical(name: str) -> str | None:
-    from hccli import dialects as D
-
     hn = D.hc_name(name, D.TRANSFORMERS_MEMORY)
     return hn.canonical() if hn is not None else None
 
@@ -252,3 +251,37 @@ def test_human_summary_names_the_dialect_and_gguf_settings(tf_save, gguf_file):
     out = run_hc("inspect", gguf_file[0]).stdout
     assert "dialect: gguf" in out and "GGUF architecture deepseek4:" in out and "block_count 6" in out
     assert "dialect: transformers-saved" in run_hc("inspect", tf_save[0]).stdout
+
+
+def test_gguf_stacked_experts_are_reconciled_by_shape(tmp_path):
+    e, i, d = CFG.n_routed_experts, CFG.moe_inter_dim, CFG.dim
+    path = write_gguf(tmp_path / "m.gguf", hc_values(), types={}, extra={
+        "blk.2.ffn_gate_exps.weight": np.zeros((e, i, d), np.float16),
+        "blk.3.ffn_up_exps.weight": np.zeros((e, i + 1, d), np.float16)})
+    doc = inspect_json(path, "--verify", "--config", SAMPLES / "tiny-v4.hf.json")
+    shapes = [f for f in doc["findings"] if f["code"] == "wrong_shape"]
+    assert len(shapes) == 1 and "blk.3.ffn_up_exps.weight" in shapes[0]["message"], doc["findings"]
+
+
+def test_gguf_type_the_package_cannot_decode_is_a_finding_not_a_crash(tmp_path):
+    g = pytest.importorskip("gguf")
+    q81 = g.GGMLQuantizationType.Q8_1
+    block, size = g.GGML_QUANT_SIZES[q81]
+    values = hc_values()
+    fn = values.pop("layers.2.hc_attn_fn")
+    raw = np.zeros((fn.shape[0], fn.shape[1] // block * size), np.uint8)
+    path = tmp_path / "m.gguf"
+    w = g.GGUFWriter(path, "deepseek4")
+    w.add_tensor("blk.2.hc_attn_fn.weight", raw, raw_dtype=q81)
+    for name, x in values.items():
+        w.add_tensor(D.spell_hc(D.parse_hc_name(name), D.GGUF), x)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    doc = inspect_json(path, "--verify", code=1)
+    by = {f["code"]: f["message"] for f in doc["findings"]}
+    assert "Q8_1" in by["hc_quantised"] and "cannot dequantise Q8_1" in by["hc_unchecked"]
+    assert len(doc["hc"]) == len(EXPECTED_SITES)  # base and scale still read
+    r = run_hc("run-kernel", "--checkpoint", path, "--layer", 2, "--site", "attn", "--hidden")
+    assert r.exit_code == 2 and "cannot dequantise Q8_1" in r.stderr and len(r.stderr.strip().splitlines()) == 1
