@@ -76,7 +76,8 @@ def test_inspect_of_a_release_imports_neither_gguf_nor_transformers(tmp_path):
 
     ck = tiny(tmp_path / "tiny")
     code = ("import sys; from typer.testing import CliRunner; from hccli.cli.app import register; "
-            f"r = CliRunner().invoke(register(), ['inspect', {str(ck)!r}, '--verify']); assert r.exit_code == 0, r.output; "
+            f"r = CliRunner().invoke(register(), ['inspect', {str(ck)!r}, '--verify']); "
+            "assert r.exit_code == 0, r.output; "
             "print(sorted(m for m in ('gguf', 'transformers', 'torch') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})

@@ -16,7 +16,7 @@ from hccli.checkpoint.hc import MAX_MIX_BYTES, count_nonfinite, dialect_of, find
 from hccli.checkpoint.shardset import Checkpoint
 from hccli.checkpoint.source import one_line
 from hccli.errors import HcError
-from hccli.vocab import HC_PARTS, MAX_HC_MULT, hc_from_mix_width
+from hccli.vocab import HC_PARTS, MAX_HC_MULT, HcName, hc_from_mix_width
 
 # fn bytes one verify reads at most: V4-Pro's projections are ~340 MB in all; past this a
 # header would make verify read for minutes (a sparse file costs no disk for its claim).
@@ -199,8 +199,13 @@ def _gguf_missing_sites(ckpt: Checkpoint, sites) -> list[Finding]:
     arch = next((x.header.architecture for x in ckpt.shards if x.header is not None), "")
     if arch == "deepseek4":
         want.append((n, "head"))
-    return [_f("hc_missing_site", f"no {D.spell_hc(D.HcName('layers', layer, site, 'fn'), D.GGUF) if site != 'head' else 'output_hc_fn.weight'}"
-               f" (nor its base and scale); the metadata's block_count {n} implies it") for layer, site in want
+
+    def gguf_name(layer: int, site: str) -> str:
+        owner = HcName("", None, "head", "fn") if site == "head" else HcName("layers", layer, site, "fn")
+        return D.spell_hc(owner, D.GGUF) or ""
+
+    return [_f("hc_missing_site", f"no {gguf_name(layer, site)} (nor its base and scale); the metadata's "
+               f"block_count {n} implies it") for layer, site in want
             if (layer, site) not in have]
 
 
