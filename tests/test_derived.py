@@ -203,6 +203,10 @@ def test_gguf_through_the_hub_reads_header_and_hc_only(gguf_file, monkeypatch, t
         monkeypatch.setenv("HC_CACHE_DIR", str(tmp_path / "cache"))
         monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
         remote = inspect_json("hf://org/g", "--verify", code=1)
+        again = inspect_json("hf://org/g", "--verify", code=1)
+    assert again["transferred_bytes"] == 0 and again["hc"] == remote["hc"]  # header and values from the cache
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert inspect_json("hf://org/g", "--verify", code=1)["hc"] == remote["hc"]  # the hub gone: still readable
     assert remote["hc"] == local["hc"] and remote["dialect"] == local["dialect"]
     assert {f["code"] for f in remote["findings"]} == {f["code"] for f in local["findings"]}
     token_embd = CFG.vocab_size * CFG.dim * 2

@@ -155,6 +155,20 @@ def read_gguf_header(src: ByteSource) -> GgufHeader:
     return GgufHeader(name, h.pos, data_start, size, None, tuple(tensors), kv)
 
 
+def hub_gguf_header(store: Any, name: str) -> GgufHeader:
+    """A hub GGUF's header: its ranges come through the store's cache, and its size is
+    cached beside them, so that a second run (or an offline one) asks the server nothing."""
+    asked = {"file": name, "subfolder": store.ref.subfolder, "gguf_size": True}
+    path = store.cache.entry_path(store.sha, "headers", asked)
+    raw = store.cache.get(path, asked)
+    size = int.from_bytes(raw, "little") if raw is not None and len(raw) == 8 else None
+    with store.source(name, size) as src:
+        h = read_gguf_header(src)
+    if size is None:
+        store.cache.put(path, asked, h.file_size.to_bytes(8, "little"))
+    return h
+
+
 def is_gguf_name(name: str) -> bool:
     return name.endswith(".gguf")
 
