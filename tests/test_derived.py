@@ -289,3 +289,19 @@ def test_gguf_type_the_package_cannot_decode_is_a_finding_not_a_crash(tmp_path):
     assert len(doc["hc"]) == len(EXPECTED_SITES)  # base and scale still read
     r = run_hc("run-kernel", "--checkpoint", path, "--layer", 2, "--site", "attn", "--hidden")
     assert r.exit_code == 2 and "cannot dequantise Q8_1" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("dialect", ["release-prefixed", "transformers-memory", "megatron"])
+def test_every_dialect_finds_every_site_with_exact_values(tmp_path, dialect):
+    from safetensors.numpy import save_file
+
+    values = hc_values(4)
+    path = tmp_path / "model.safetensors"
+    save_file({D.spell_hc(D.parse_hc_name(k), dialect): v for k, v in values.items()}, path)
+    doc = inspect_json(path, "--verify")
+    assert doc["dialect"]["name"] == dialect and doc["findings"] == []
+    assert _sites(doc) == EXPECTED_SITES
+    ckpt = open_checkpoint(path)
+    for s in find_hc(ckpt):
+        for part in HC_PARTS:
+            assert np.array_equal(read_part(ckpt, s, part), values[s.tensor_name(part)])
