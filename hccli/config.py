@@ -117,7 +117,12 @@ def load_config(path: str | Path | None = None) -> ModelConfig:
 
 
 def parse_config(raw: bytes | str, source: str) -> ModelConfig:
-    return from_mapping(decode_json(raw, source), source)
+    data = decode_json(raw, source)
+    if isinstance(data, dict) and "layer_types" in data:  # transformers-written: read as the release config it came from
+        from hccli.config_hf import is_transformers_config, release_config_from_transformers
+
+        data = release_config_from_transformers(data, source) if is_transformers_config(data) else data
+    return from_mapping(data, source)
 
 
 def _scalar(ks: KeySpace, key: str) -> int:

@@ -21,7 +21,8 @@ converters drop them (V4.1 DSpark goes to a separate `dflash` GGUF, not mapped).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from itertools import repeat
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -250,6 +251,9 @@ _PREFIXED_HINT = ("model.hc_head_", "model.embed.")
 _MEMORY_HINT = ("_hc.", ".self_attn.", ".mlp.", "_layernorm.")
 _RELEASE_ROOTS = ("layers.", "mtp.", "hc_head_", "embed.", "norm.")
 _MODEL_AMBIGUOUS = "model-prefixed"
+# every first segment _vote gives to a dialect other than the release
+_NOT_RELEASE_ROOTS = ("blk.", "output_hc_", "token_embd.", "output_norm.", "output.weight", "decoder.", "model.",
+                      "lm_head.")
 
 
 def _vote(n: str) -> str | None:
@@ -298,6 +302,12 @@ def detect_dialect(names: Iterable[str], config: Mapping[str, Any] | None = None
     """The dialect a set of tensor names is written in, helped by its config where
     the names alone cannot tell (a shard holding only `model.layers.*` is a
     transformers save or a prefixed release: the same HC spelling, not the same rest)."""
+    names = names if isinstance(names, Collection) else list(names)
+    if names and not any(map(str.startswith, names, repeat(_NOT_RELEASE_ROOTS))):
+        # the common case, a release's ~100k names, decided by C-level scans alone
+        first_release = next((n for n in names if n.startswith(_RELEASE_ROOTS)), None)
+        if first_release is not None:
+            return Detection(RELEASE, first_release)
     votes: dict[str, int] = {}
     first: dict[str, str] = {}
     for n in names:

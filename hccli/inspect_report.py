@@ -12,14 +12,25 @@ from typing import Any, Callable
 
 import numpy as np
 
-from hccli.checkpoint.hc import HcSiteTensors, find_hc, layer_counts, read_base_scale, site_hc
+from hccli.checkpoint.hc import (
+    HcSiteTensors,
+    dialect_of,
+    find_hc,
+    gguf_settings,
+    is_gguf,
+    layer_counts,
+    op_settings,
+    read_base_scale,
+    site_hc,
+)
 from hccli.checkpoint.shardset import Checkpoint, open_checkpoint
 from hccli.checkpoint.verify import Finding, verify
 from hccli.errors import HcError
 from hccli.inspect_tree import TreeNode, build_tree, by_dtype, logical_params, stored_bytes
 from hccli.layers import format_ranges
 from hccli.sinkhorn_np import head_pre, split_sinkhorn
-from hccli.vocab import BACKBONE, DEFAULT_HC_EPS, DEFAULT_SINKHORN_ITERS, STAGE, owner_of
+from hccli.dialects import DESCRIPTIONS, canonical_name
+from hccli.vocab import BACKBONE, STAGE, owner_of
 
 
 @dataclass(frozen=True)
@@ -106,12 +117,28 @@ class RemoteInfo:
 
 
 @dataclass(frozen=True)
+class DialectInfo:
+    name: str  # dialects.DIALECTS, or "unknown"
+    description: str
+    evidence: str  # the first name that decided it
+    note: str
+
+
+@dataclass(frozen=True)
+class GgufInfo:
+    architecture: str
+    settings: dict[str, Any]  # the `{architecture}.*` metadata keys, prefix removed
+
+
+@dataclass(frozen=True)
 class InspectDocument:
     """`hc inspect --json`, field by field in its order."""
 
     path: str
     kind: str
+    dialect: DialectInfo
     config: str | None
+    gguf: GgufInfo | None
     shards: int
     tensors: int
     stored_bytes: int
@@ -134,10 +161,9 @@ class InspectListDocument(InspectDocument):
 
 
 def read_hc_entries(ckpt: Checkpoint, sites: list[HcSiteTensors]) -> list[HcEntry]:
-    iters = ckpt.config.hc_sinkhorn_iters if ckpt.config else DEFAULT_SINKHORN_ITERS
-    eps = ckpt.config.hc_eps if ckpt.config else DEFAULT_HC_EPS
+    iters, eps = op_settings(ckpt)
     usable = [s for s in sites if site_hc(s) is not None
-              and all(s.parts[p][1].dtype == "F32" for p in ("base", "scale"))]
+              and all(s.parts[p][1].dtype == "F32" or is_gguf(s.parts[p][0]) for p in ("base", "scale"))]
     # (the others are --verify's to report: hc_incomplete / hc_shape / hc_dtype; nothing to compute,
     # and nothing read: a header past the hc_mult bound may claim gigabytes)
 
@@ -199,13 +225,25 @@ class InspectReport:
     def errors(self) -> int:
         return sum(1 for f in self.findings or [] if f.severity == "error")
 
+    def dialect_info(self) -> DialectInfo:
+        d = dialect_of(self.ckpt)
+        return DialectInfo(d.dialect, DESCRIPTIONS.get(d.dialect, ""), d.evidence, d.note)
+
+    def gguf_info(self) -> GgufInfo | None:
+        if dialect_of(self.ckpt).dialect != "gguf":
+            return None
+        arch = next((s.header.kv.get("general.architecture") for s in self.ckpt.readable()), None)
+        return GgufInfo(arch if isinstance(arch, str) else "", gguf_settings(self.ckpt))
+
     def document(self) -> InspectDocument:
         c = self.ckpt
         remote = c.remote
         fields: dict[str, Any] = dict(
             path=c.label,
             kind=c.kind,
+            dialect=self.dialect_info(),
             config=c.config.source if c.config else None,
+            gguf=self.gguf_info(),
             shards=len(c.shards),
             tensors=len(self.tensors),
             stored_bytes=self.stored_bytes,
@@ -272,12 +310,14 @@ def build_inspect(
     rows = None
     if name_glob or layers is not None or dtype or list_tensors:
         rows = []
+        dialect = dialect_of(ckpt).dialect
+        canonical = (lambda n: n) if dialect == "release" else (lambda n: canonical_name(n, dialect) or n)
         for name, (shard, t) in tensors.items():
             if name_glob and not fnmatch.fnmatchcase(name, name_glob):
                 continue
             if dtype and t.dtype != dtype:
                 continue
-            if layers is not None and _layer_of(name, n_layers) not in layers:
+            if layers is not None and _layer_of(canonical(name), n_layers) not in layers:
                 continue
             rows.append(TensorRow(name, t.dtype, t.shape, t.nbytes, shard.file, t.abs_begin))
     sites = find_hc(ckpt)

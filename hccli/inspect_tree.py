@@ -9,6 +9,7 @@ from hccli.checkpoint.header import DTYPES, TensorInfo
 from hccli.layers import format_ranges
 
 _BEGIN, _END = attrgetter("begin"), attrgetter("end")
+_PREFIXES = ("model", "decoder")  # transformers' and Megatron's roots above the layers
 
 
 def by_dtype(tensors: dict) -> dict[str, list[TensorInfo]]:
@@ -33,7 +34,9 @@ def logical_params(tensors: dict, groups: dict[str, list[TensorInfo]] | None = N
     groups = by_dtype(tensors) if groups is None else groups
     # A validated entry's bytes are exactly its elements x bits / 8, so a dtype's elements are
     # its bytes x 8 / bits: no product of dims per tensor.
-    total = sum(stored_bytes(g) * 8 // DTYPES[d] for d, g in groups.items() if d != "F8_E8M0")
+    total = sum(stored_bytes(g) * 8 // DTYPES[d] for d, g in groups.items() if d != "F8_E8M0" and d in DTYPES)
+    # a GGML block type (Q8_0, Q4_K, ...) holds one parameter per element, whatever its bytes
+    total += sum(t.n_elements for d, g in groups.items() if d not in DTYPES for t in g)
     get = tensors.get
     for t in groups.get("I8", ()):
         shape = t.shape
@@ -61,13 +64,17 @@ def build_tree(tensors: dict) -> list[TreeNode]:
     tops: dict[str, list] = {}  # key -> [members, templates, first info]
     for name, (_, t) in tensors.items():
         parts = name.split(".")
-        if len(parts) > 2 and parts[1].isdigit():
-            top = tops.get(parts[0])
+        # the member number follows the root (layers.3, blk.3) or a prefixed root (model.layers.3)
+        i = 1 if len(parts) > 2 and parts[1].isdigit() else \
+            2 if len(parts) > 3 and parts[2].isdigit() and parts[0] in _PREFIXES else 0
+        if i:
+            key = ".".join(parts[:i])
+            top = tops.get(key)
             if top is None:
-                top = tops[parts[0]] = [set(), {}, t]
-            member = int(parts[1])
+                top = tops[key] = [set(), {}, t]
+            member = int(parts[i])
             top[0].add(member)
-            rest = parts[2:]
+            rest = parts[i + 1:]
             inner = [int(p) for p in rest if p.isdigit()]
             tpl = ".".join(["#" if p.isdigit() else p for p in rest]) if inner else ".".join(rest)
             entry = top[1].get(tpl)

@@ -45,12 +45,16 @@ def test_transformers_config_counts_as_its_release(name, tmp_path):
 
 
 def test_unmapped_transformers_config_would_miscount(tmp_path):
-    """Why the mapping exists: read raw, transformers' keys lose the compressed layers."""
+    """Why the mapping exists: read raw, transformers' keys lose the compressed layers;
+    load_config maps them (config.parse_config's hook) and counts as the release."""
+    from hccli.config import from_mapping
+
     p = save_transformers_config("deepseek-v4-flash.hf.json", tmp_path / "tf")
-    raw = load_config(p)
+    raw = from_mapping(json.loads(p.read_text()), str(p))
     assert set(raw.compress_ratios) == {0}
     release = load_config(SAMPLES / "deepseek-v4-flash.hf.json")
     assert len(build_inventory(raw).tensors) != len(build_inventory(release).tensors)
+    assert len(build_inventory(load_config(p)).tensors) == len(build_inventory(release).tensors)
 
 
 def test_rope_and_dtype_come_back(tmp_path):

@@ -12,53 +12,13 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import SAMPLES
+from gguf_fixtures import CFG, F16_SITE, Q8_SITE, hc_values, write_gguf
 
 from hccli import dialects as D
 from hccli.checkpoint.gguf_file import open_gguf, split_parts
-from hccli.config import load_config
 from hccli.errors import HcError
-from hccli.inventory import build_hc_inventory
 
 gguf = pytest.importorskip("gguf")
-Q8_0 = gguf.GGMLQuantizationType.Q8_0
-
-CFG = load_config(SAMPLES / "tiny-v4.hf.json")
-F16_SITE = "layers.0.hc_attn_fn"
-Q8_SITE = "layers.1.hc_ffn_fn"
-
-
-def hc_values(seed: int = 0) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return {t.name: rng.standard_normal(t.shape).astype(np.float32)
-            for t in build_hc_inventory(CFG) if not t.name.startswith("mtp.")}
-
-
-def write_gguf(path, values, split_max_tensors: int = 0, types=None):
-    """A deepseek4 GGUF holding `values` under their GGUF names; `types` picks a
-    storage type per canonical name (default F32)."""
-    types = types or {F16_SITE: "F16", Q8_SITE: "Q8_0"}
-    w = gguf.GGUFWriter(path, "deepseek4", split_max_tensors=split_max_tensors)
-    w.add_uint32("deepseek4.block_count", CFG.n_layers)
-    w.add_uint32("deepseek4.embedding_length", CFG.dim)
-    w.add_uint32("deepseek4.hyper_connection.count", CFG.hc_mult)
-    w.add_uint32("deepseek4.hyper_connection.sinkhorn_iterations", CFG.hc_sinkhorn_iters)
-    w.add_float32("deepseek4.hyper_connection.epsilon", CFG.hc_eps)
-    w.add_array("deepseek4.attention.compress_ratios", list(CFG.compress_ratios[:CFG.n_layers]))
-    w.add_tensor("token_embd.weight", np.ones((CFG.vocab_size, CFG.dim), np.float16))
-    for name, x in values.items():
-        g = D.spell_hc(D.parse_hc_name(name), D.GGUF)
-        kind = types.get(name, "F32")
-        if kind == "F16":
-            w.add_tensor(g, x.astype(np.float16))
-        elif kind == "Q8_0":
-            w.add_tensor(g, gguf.quants.quantize(x, Q8_0), raw_dtype=Q8_0)
-        else:
-            w.add_tensor(g, x)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
 
 
 @pytest.fixture

@@ -217,6 +217,40 @@ def test_shard_placement_of_a_release(tmp_path):
     assert findings(ck, 0)["shard_placement"]["severity"] == "info"  # more in test_placement.py
 
 
+@covers("hc_quantised", "hc_reduced_precision")
+def test_gguf_hc_stored_below_f32(tmp_path):
+    from gguf_fixtures import hc_values, write_gguf
+
+    got = findings(write_gguf(tmp_path / "m.gguf", hc_values(), types={"layers.2.hc_attn_fn": "Q4_0",
+                                                                       "layers.3.hc_ffn_fn": "BF16"}))
+    assert "Q4_0" in got["hc_quantised"]["message"] and "blk.2.hc_attn_fn.weight" in got["hc_quantised"]["message"]
+    assert got["hc_reduced_precision"]["severity"] == "warning" and "BF16" in got["hc_reduced_precision"]["message"]
+
+
+@covers("hc_missing_site")
+def test_gguf_missing_site_by_block_count(tmp_path):
+    from gguf_fixtures import hc_values, write_gguf
+
+    values = {k: v for k, v in hc_values().items() if not k.startswith("layers.4.hc_ffn_")}
+    got = findings(write_gguf(tmp_path / "m.gguf", values, types={}))
+    assert set(got) == {"hc_missing_site"} and "blk.4.hc_ffn_fn.weight" in got["hc_missing_site"]["message"]
+
+
+@covers("partial_inventory", "unmapped_tensor")
+def test_gguf_partial_inventory_and_unmapped_names(tmp_path):
+    import numpy as np
+    from conftest import SAMPLES
+    from gguf_fixtures import hc_values, write_gguf
+
+    path = write_gguf(tmp_path / "m.gguf", hc_values(), types={},
+                      extra={"blk.0.engram_table.weight": np.zeros((4, 8), np.float32)})
+    r = run_hc("inspect", path, "--verify", "--json", "--config", SAMPLES / "tiny-v4.hf.json")
+    got = {f["code"]: f for f in r.json()["findings"]}
+    _seen.update(got)
+    assert r.exit_code == 0 and set(got) == {"partial_inventory", "unmapped_tensor"}, got
+    assert "blk.0.engram_table.weight" in got["unmapped_tensor"]["message"]
+
+
 def test_every_code_has_a_test():
     assert set(COVERED) == set(CODES), set(CODES) ^ set(COVERED)
 

@@ -3,7 +3,9 @@ their layers, and reading their values (a few KB, at validated offsets).
 
 Layers are numbered as in count-params: backbone `layers.L` is L, DSpark/MTP
 stage `mtp.s` is n_layers + s, and the V4 family's root head mix comes last, as
-n_layers + n_stages, named "head". Names are vocab's.
+n_layers + n_stages, named "head". Names are vocab's: a checkpoint in another
+dialect (transformers save, GGUF, ...; dialects.py) is read by canonical name, and
+its values come back as float32 in the release's layout whatever they are stored in.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hccli import dialects as D
 from hccli.checkpoint.header import TensorInfo
 from hccli.checkpoint.shardset import Checkpoint, Shard
 from hccli.checkpoint.values import iter_tensor_chunks, read_tensor
@@ -19,6 +22,8 @@ from hccli.errors import HcError
 from hccli.layers import format_ranges
 from hccli.vocab import (
     BACKBONE,
+    DEFAULT_HC_EPS,
+    DEFAULT_SINKHORN_ITERS,
     MAX_HC_MULT,
     SITE_ORDER,
     STAGE,
@@ -34,6 +39,9 @@ from hccli.vocab import (
 # The most bytes a site's base (or scale) can have: (2 + hc) * hc F32 values at the bound.
 # Checked before a byte is read: a header may claim gigabytes.
 MAX_MIX_BYTES = 4 * mix_width(MAX_HC_MULT)
+# The most values of one HC tensor decoded from another type (F16, BF16, a GGML quant)
+# into float32: a V4-Pro fn is 24 x 4*7168 = 688k.
+MAX_DECODED_ELEMENTS = 1 << 26
 
 
 @dataclass(frozen=True)
@@ -46,28 +54,84 @@ class HcSiteTensors:
     parts: dict[str, tuple[Shard, TensorInfo]]  # "fn" / "base" / "scale"
 
     def tensor_name(self, part: str) -> str:
+        """The canonical (release) name of one part."""
         return hc_tensor_name(self.owner, self.site, part)
+
+    def stored_name(self, part: str) -> str:
+        """The part's name as the checkpoint spells it (the canonical one where it has none)."""
+        return self.parts[part][1].name if part in self.parts else self.tensor_name(part)
+
+
+def dialect_of(ckpt: Checkpoint) -> D.Detection:
+    """The dialect the checkpoint's names are written in (cached on it)."""
+    if ckpt._dialect is None:
+        names = ckpt.tensors()
+        if any(is_gguf(s) for s in ckpt.shards):
+            ckpt._dialect = D.Detection(D.GGUF, "a GGUF file")
+        else:
+            ckpt._dialect = D.detect_dialect(names)
+    return ckpt._dialect
+
+
+def _hc_parser(ckpt: Checkpoint):
+    dialect = dialect_of(ckpt).dialect
+    if dialect in (D.RELEASE, D.UNKNOWN):
+        return parse_hc_name
+    return lambda name: D.hc_name(name, dialect)
+
+
+def gguf_settings(ckpt: Checkpoint) -> dict:
+    """A GGUF's model settings from its metadata ({} for any other checkpoint)."""
+    from hccli.checkpoint.gguf_store import gguf_kv, settings
+
+    return settings(gguf_kv(ckpt.shards))
+
+
+def op_settings(ckpt: Checkpoint) -> tuple[int, float]:
+    """(Sinkhorn iterations, eps): the config's, a GGUF's metadata's, or the reference defaults."""
+    if ckpt.config is not None:
+        return ckpt.config.hc_sinkhorn_iters, ckpt.config.hc_eps
+    g = gguf_settings(ckpt) if dialect_of(ckpt).dialect == D.GGUF else {}
+    iters, eps = g.get("hyper_connection.sinkhorn_iterations"), g.get("hyper_connection.epsilon")
+    ok_iters = isinstance(iters, int) and not isinstance(iters, bool) and 0 < iters <= 10_000
+    ok_eps = isinstance(eps, float) and 0 < eps < 1
+    return (iters if ok_iters else DEFAULT_SINKHORN_ITERS), (eps if ok_eps else DEFAULT_HC_EPS)
 
 
 def layer_counts(ckpt: Checkpoint, names) -> tuple[int, int]:
-    """(n_layers, n_stages): from the config when there is one, else from the names."""
+    """(n_layers, n_stages): from the config when there is one, else from a GGUF's
+    metadata, else from the names."""
     if ckpt.config is not None:
         return ckpt.config.n_layers, ckpt.config.n_stages
+    block_count = gguf_settings(ckpt).get("block_count") if dialect_of(ckpt).dialect == D.GGUF else None
+    if isinstance(block_count, int) and not isinstance(block_count, bool) and 0 < block_count < 1 << 20:
+        return block_count, 0
     most = {BACKBONE: -1, STAGE: -1}
+    dialect = dialect_of(ckpt).dialect
+    if dialect not in (D.RELEASE, D.RELEASE_PREFIXED, D.UNKNOWN):
+        # the other dialects hold no stages; their layers are numbered by their HC sites
+        for n in names:
+            hn = D.hc_name(n, dialect)
+            if hn is not None and hn.kind == BACKBONE and hn.num > most[BACKBONE]:
+                most[BACKBONE] = hn.num
+        return most[BACKBONE] + 1, 0
+    cut = 6 if dialect == D.RELEASE_PREFIXED else 0
     for n in names:
-        owner = owner_of(n)
+        owner = owner_of(n[cut:] if cut and n.startswith("model.") else n)
         if owner is not None and owner[1] > most[owner[0]]:
             most[owner[0]] = owner[1]
     return most[BACKBONE] + 1, most[STAGE] + 1
 
 
 def find_hc(ckpt: Checkpoint) -> list[HcSiteTensors]:
+    """Every HC site of the checkpoint, by canonical (layer, site, part), in any dialect."""
     tensors = ckpt.tensors()
     n_layers, n_stages = layer_counts(ckpt, tensors)
+    parse = _hc_parser(ckpt)
     groups: dict[tuple[str, str], dict] = {}
     owners: dict[str, HcName] = {}
     for name, ref in tensors.items():
-        hn = parse_hc_name(name)
+        hn = parse(name)
         if hn is not None:
             groups.setdefault((hn.owner, hn.site), {})[hn.part] = ref
             owners[hn.owner] = hn
@@ -97,19 +161,37 @@ def site_hc(site: HcSiteTensors) -> int | None:
 
 
 def read_part(ckpt: Checkpoint, site: HcSiteTensors, part: str) -> np.ndarray:
+    """One part's values as float32 in the release's shape: F32 as stored, F16/BF16 and
+    GGUF's types (Q8_0, ...) decoded, the latter by the gguf package."""
     if part not in site.parts:
         raise HcError(f"{ckpt.label}: tensor '{site.tensor_name(part)}' is not in the checkpoint")
     shard, info = site.parts[part]
-    if info.dtype != "F32":
-        raise HcError(f"{shard.path}: tensor '{info.name}' is {info.dtype}; expected F32")
+    gguf = is_gguf(shard)
+    if info.dtype != "F32" and not gguf and info.dtype not in ("F16", "BF16"):
+        raise HcError(f"{shard.path}: tensor '{info.name}' is {info.dtype}; expected F32 (or F16/BF16)")
+    if info.dtype != "F32" and info.n_elements > MAX_DECODED_ELEMENTS:
+        raise HcError(f"{shard.path}: tensor '{info.name}' has {info.n_elements:,} elements; expected at most "
+                      f"{MAX_DECODED_ELEMENTS:,} for an HC tensor")
     with ckpt.source(shard) as src:
+        if gguf and info.dtype != "F32":
+            from hccli.checkpoint.gguf_store import dequantize
+            from hccli.checkpoint.values import read_tensor_bytes
+
+            raw = read_tensor_bytes(src, shard.header, info.name)
+            return dequantize(raw, info.dtype, info.shape, f"{shard.path}: tensor '{info.name}'")
         return np.array(read_tensor(src, shard.header, info.name), dtype=np.float32)
+
+
+def is_gguf(shard: Shard) -> bool:
+    return shard.file.endswith(".gguf")
 
 
 def count_nonfinite(ckpt: Checkpoint, site: HcSiteTensors, part: str) -> int:
     """NaN and Inf values in one of a site's tensors, read in bounded chunks (an fn
     projection is 2 MB in a real model, and whatever a header says in a hostile one)."""
     shard, info = site.parts[part]
+    if info.dtype != "F32":  # decoded whole, within read_part's bound
+        return int(np.count_nonzero(~np.isfinite(read_part(ckpt, site, part))))
     with ckpt.source(shard) as src:
         return sum(int(np.count_nonzero(~np.isfinite(v))) for v in iter_tensor_chunks(src, shard.header, info.name))
 

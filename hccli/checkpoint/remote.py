@@ -129,6 +129,10 @@ class HubStore(Store):
         return data
 
     def header(self, name: str) -> Header:
+        if name.endswith(".gguf"):  # its header comes in cached ranges (gguf_store)
+            from hccli.checkpoint.gguf_store import hub_gguf_header
+
+            return hub_gguf_header(self, name)
         asked = {"file": name, "subfolder": self.ref.subfolder}
         path = self.cache.entry_path(self.sha, "headers", asked)
         raw = self.cache.get(path, asked)

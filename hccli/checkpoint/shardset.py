@@ -62,6 +62,7 @@ class Checkpoint:
     label: str = ""
     partial: list[str] = field(default_factory=list)  # *.partial files: an interrupted download or write
     _tensors: dict | None = field(default=None, repr=False)
+    _dialect: Any = field(default=None, repr=False)  # hc.dialect_of's cache
 
     def readable(self) -> list[Shard]:
         return [s for s in self.shards if s.header is not None]
@@ -236,6 +237,11 @@ def open_checkpoint(
     index, unsafe, missing, partial = None, [], [], []
     if kind == "file":
         names: list[tuple[str, bool]] = [(entry, False)]  # type: ignore[list-item]
+        if entry.endswith(".gguf"):  # with the rest of its split set
+            from hccli.checkpoint.gguf_store import gguf_parts
+
+            found, missing = gguf_parts(store.files(), entry, one_line(label))
+            names = [(f, False) for f in found]
     else:
         # the index and config.json are two round trips on a hub: let them overlap
         with ThreadPoolExecutor(2 if store.workers > 1 else 1) as pool:
@@ -248,7 +254,13 @@ def open_checkpoint(
         listing = store.files()
         others = sorted(f for f in listing if f.endswith(".safetensors") and "/" not in f)
         partial = sorted(f for f in listing if f.endswith(".partial"))
-        names, unsafe, missing = _plan(index, store.exists, others, one_line(label))
+        from hccli.checkpoint.gguf_store import gguf_parts, holds_gguf
+
+        if index is None and not others and holds_gguf(listing):
+            found, missing = gguf_parts(listing, None, one_line(label))
+            names = [(f, False) for f in found]
+        else:
+            names, unsafe, missing = _plan(index, store.exists, others, one_line(label))
     shards = _read_headers(store, names, progress)
     _finish(one_line(label), shards, unsafe, missing)
 

@@ -55,8 +55,12 @@ class Store(ABC):
         """What messages call one file."""
 
     def header(self, name: str) -> Header:
-        """One safetensors file's header (never its data)."""
+        """One safetensors (or GGUF) file's header (never its data)."""
         with self.source(name) as src:
+            if name.endswith(".gguf"):
+                from hccli.checkpoint.gguf_store import read_gguf_header
+
+                return read_gguf_header(src)
             return read_header(src)
 
 

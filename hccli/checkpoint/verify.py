@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePosixPath
 
-from hccli.checkpoint.hc import MAX_MIX_BYTES, count_nonfinite, find_hc
+from hccli import dialects as D
+from hccli.checkpoint.hc import MAX_MIX_BYTES, count_nonfinite, dialect_of, find_hc, gguf_settings, is_gguf
 from hccli.checkpoint.shardset import Checkpoint
 from hccli.checkpoint.source import one_line
-from hccli.vocab import HC_PARTS, MAX_HC_MULT, hc_from_mix_width
+from hccli.errors import HcError
+from hccli.vocab import HC_PARTS, MAX_HC_MULT, HcName, hc_from_mix_width
 
 # fn bytes one verify reads at most: V4-Pro's projections are ~340 MB in all; past this a
 # header would make verify read for minutes (a sparse file costs no disk for its claim).
@@ -36,6 +38,10 @@ CODES = {
     "hc_incomplete": ("error", "a site lacks one of its hc_*_fn, hc_*_base, hc_*_scale"),
     "hc_shape": ("error", "HC tensors whose shapes disagree with each other or with hc_mult"),
     "hc_dtype": ("error", "an HC tensor that is not F32"),
+    "hc_quantised": ("error", "a GGUF HC tensor stored in a quantised GGML type (Q8_0, Q4_K, ...), named"),
+    "hc_reduced_precision": ("warning", "a GGUF HC tensor stored in F16 or BF16: each value rounded to 2^-11 "
+                                        "or 2^-8 relative"),
+    "hc_missing_site": ("error", "a GGUF lacks an HC site its metadata's block_count implies"),
     "hc_nonfinite": ("error", "an HC tensor holds NaN or Inf"),
     "hc_unchecked": ("warning", "an hc_*_fn whose values were not read: past the bytes verify reads in one run"),
     "config_unreadable": ("warning", "config.json beside the checkpoint could not be used"),
@@ -43,6 +49,8 @@ CODES = {
     "unexpected_tensor": ("error", "the checkpoint holds a tensor the config does not imply"),
     "wrong_shape": ("error", "a tensor's shape differs from what the config implies"),
     "wrong_dtype": ("error", "a tensor's dtype differs from what the config implies"),
+    "partial_inventory": ("warning", "a GGUF holds only some of the tensors the config implies (said once)"),
+    "unmapped_tensor": ("warning", "a tensor name the checkpoint's dialect does not define"),
     "shard_placement": ("info", "a known release's tensors lie in other shards, or its shards differ in size, "
                                 "from the published files"),
 }
@@ -82,7 +90,7 @@ def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
           lambda n: f"tensor '{n}' is in {len(occ[n])} shards: " + ", ".join(s.file for s in occ[n]))
     idx = ckpt.index
     if idx is None:
-        if ckpt.kind == "directory" and len(ckpt.shards) > 1:
+        if ckpt.kind == "directory" and len(ckpt.shards) > 1 and not is_gguf(ckpt.shards[0]):
             out.append(_f("no_index", f"{ckpt.label}: {len(ckpt.shards)} shards and no model.safetensors.index.json"))
     else:
         wm = idx.weight_map
@@ -111,9 +119,10 @@ def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
         out.append(_f("config_unreadable", ckpt.config_error))
     if ckpt.config is not None:
         out += _verify_inventory(ckpt)
-        from hccli.checkpoint.placement import placement_findings
+        if dialect_of(ckpt).dialect == D.RELEASE:  # where a derived layout puts tensors is its own business
+            from hccli.checkpoint.placement import placement_findings
 
-        out += placement_findings(ckpt)
+            out += placement_findings(ckpt)
     return out
 
 
@@ -130,9 +139,9 @@ def _verify_hc(ckpt: Checkpoint, check_values: bool) -> list[Finding]:
         missing = [p for p in HC_PARTS if p not in s.parts]
         if missing:
             out.append(_f("hc_incomplete", f"{s.name} {s.site}: no " + ", ".join(s.tensor_name(p) for p in missing)))
-        for part, (_, info) in s.parts.items():
+        for part, (shard, info) in s.parts.items():
             if info.dtype != "F32":
-                out.append(_f("hc_dtype", f"'{info.name}' is {info.dtype}; expected F32"))
+                out.append(_dtype_finding(s.tensor_name(part), info, is_gguf(shard)))
         shapes = {p: info.shape for p, (_, info) in s.parts.items()}
         problem = _hc_shape_problem(s.site, shapes, hc_mult)
         if problem:
@@ -142,7 +151,7 @@ def _verify_hc(ckpt: Checkpoint, check_values: bool) -> list[Finding]:
             cheap = ckpt.store is None or ckpt.store.bulk_reads_cheap
             parts = ("base", "scale", "fn") if cheap else ("base", "scale")
             for part in parts:
-                if part not in s.parts or s.parts[part][1].dtype != "F32":
+                if part not in s.parts or (s.parts[part][1].dtype != "F32" and not is_gguf(s.parts[part][0])):
                     continue
                 nbytes = s.parts[part][1].nbytes
                 if part != "fn" and nbytes > MAX_MIX_BYTES:
@@ -153,10 +162,51 @@ def _verify_hc(ckpt: Checkpoint, check_values: bool) -> list[Finding]:
                                       f"past the {FN_READ_BUDGET:,} bytes of fn values one verify reads"))
                         continue
                     fn_budget -= nbytes
-                bad = count_nonfinite(ckpt, s, part)
+                try:
+                    bad = count_nonfinite(ckpt, s, part)
+                except HcError as exc:  # a GGML type the gguf package cannot decode, past a bound, ...
+                    out.append(_f("hc_unchecked", f"'{s.stored_name(part)}' not read: {exc.message}"))
+                    continue
                 if bad:
-                    out.append(_f("hc_nonfinite", f"'{s.tensor_name(part)}' holds {bad} NaN/Inf values"))
+                    out.append(_f("hc_nonfinite", f"'{s.stored_name(part)}' holds {bad} NaN/Inf values"))
+    if ckpt.config is None:
+        out += _gguf_missing_sites(ckpt, sites)
     return out
+
+
+def _dtype_finding(canonical: str, info, gguf: bool) -> Finding:
+    from hccli.checkpoint.gguf_store import FLOAT_TYPES, ROUNDING
+
+    shown = f"'{info.name}'" + (f" ({canonical})" if info.name != canonical else "")
+    if not gguf:
+        return _f("hc_dtype", f"{shown} is {info.dtype}; expected F32")
+    if info.dtype in FLOAT_TYPES:
+        return _f("hc_reduced_precision", f"{shown} is {info.dtype}: each value is rounded to {ROUNDING[info.dtype]} "
+                  "relative (the reference keeps HC tensors F32)")
+    return _f("hc_quantised", f"{shown} is {info.dtype}, a quantised GGML type; the reference keeps HC tensors F32")
+
+
+def _gguf_missing_sites(ckpt: Checkpoint, sites) -> list[Finding]:
+    """Without a config, a GGUF's metadata still says how many blocks it has: every one holds
+    an attn and an ffn site, and deepseek4 a head mix (deepseek41 has none)."""
+    if dialect_of(ckpt).dialect != D.GGUF:
+        return []
+    n = gguf_settings(ckpt).get("block_count")
+    if not isinstance(n, int) or isinstance(n, bool) or not 0 < n < 1 << 20:
+        return []
+    have = {(x.layer, x.site) for x in sites}
+    want = [(layer, site) for layer in range(n) for site in ("attn", "ffn")]
+    arch = next((x.header.architecture for x in ckpt.shards if x.header is not None), "")
+    if arch == "deepseek4":
+        want.append((n, "head"))
+
+    def gguf_name(layer: int, site: str) -> str:
+        owner = HcName("", None, "head", "fn") if site == "head" else HcName("layers", layer, site, "fn")
+        return D.spell_hc(owner, D.GGUF) or ""
+
+    return [_f("hc_missing_site", f"no {gguf_name(layer, site)} (nor its base and scale); the metadata's "
+               f"block_count {n} implies it") for layer, site in want
+            if (layer, site) not in have]
 
 
 def _hc_shape_problem(site: str, shapes: dict[str, tuple[int, ...]], hc_mult: int | None) -> str | None:
@@ -190,14 +240,24 @@ def _hc_shape_problem(site: str, shapes: dict[str, tuple[int, ...]], hc_mult: in
 
 
 def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
+    """The config's inventory against the headers, by canonical name, under the rules of
+    the checkpoint's layout (reconcile.py)."""
+    from hccli.checkpoint import reconcile as R
     from hccli.inventory import build_inventory
 
     cfg = ckpt.config
     assert cfg is not None
-    inv = build_inventory(cfg).by_name()
+    dialect = dialect_of(ckpt).dialect
+    if dialect not in R.RECONCILED:
+        return []
+    stored = ckpt.tensors()
+    inv = R.expected_layout(build_inventory(cfg), dialect, R.model_dtype(stored, dialect))
     all_exact = all(t.exact for t in inv.values())
-    have = ckpt.tensors()
+    have, unmapped = R.canonical_tensors(stored, dialect)
     out: list[Finding] = []
+
+    def shown(n: str) -> str:
+        return n if have[n][1].name == n else f"{have[n][1].name}' ('{n}"
 
     def add(code: str, names: list[str], make, exact) -> None:
         # where the config's inventory is best effort (V4 family, outside HC), a mismatch is a warning
@@ -208,16 +268,28 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
         _each(tail, code, unsure, lambda n: make(n) + " (inventory best effort for this family)")
         out.extend(Finding(f.code, "warning", f.message) for f in tail)
 
-    add("missing_tensor", [n for n in inv if n not in have],
-        lambda n: f"'{n}' {inv[n].dtype} {list(inv[n].shape)} is implied by the config but absent",
+    missing = [n for n in inv if n not in have]
+    if dialect == D.GGUF:
+        hc_missing = [n for n in missing if "hc_" in n]
+        rest = [n for n in missing if "hc_" not in n]
+        if rest:
+            out.append(_f("partial_inventory", f"{ckpt.label} holds {len(inv) - len(missing):,} of the {len(inv):,} "
+                          f"tensors llama.cpp's converter writes for this config; {len(rest):,} are not here "
+                          f"(first: '{rest[0]}'), not listed one by one"))
+        missing = hc_missing
+    add("missing_tensor", missing,
+        lambda n: f"'{n}' {inv[n].dtype or ''} {list(inv[n].shape)} is implied by the config but absent",
         lambda n: inv[n].exact)
     add("unexpected_tensor", sorted(n for n in have if n not in inv),
-        lambda n: f"'{n}' in {have[n][0].file} is not implied by the config",
+        lambda n: f"'{shown(n)}' in {have[n][0].file} is not implied by the config",
         lambda n: all_exact)
     add("wrong_shape", [n for n, t in inv.items() if n in have and tuple(have[n][1].shape) != t.shape],
-        lambda n: f"'{n}' has shape {list(have[n][1].shape)}; the config implies {list(inv[n].shape)}",
+        lambda n: f"'{shown(n)}' has shape {list(have[n][1].shape)}; the config implies {list(inv[n].shape)}",
         lambda n: inv[n].exact)
-    add("wrong_dtype", [n for n, t in inv.items() if n in have and have[n][1].dtype != t.dtype],
-        lambda n: f"'{n}' is {have[n][1].dtype}; the config implies {inv[n].dtype}",
+    add("wrong_dtype", [n for n, t in inv.items() if n in have and t.dtype and have[n][1].dtype != t.dtype],
+        lambda n: f"'{shown(n)}' is {have[n][1].dtype}; the config implies {inv[n].dtype}",
         lambda n: inv[n].exact)
+    if unmapped:
+        out.append(_f("unmapped_tensor", f"{len(unmapped):,} tensors whose names the {dialect} layout does not "
+                      f"define (first: '{unmapped[0]}')"))
     return out

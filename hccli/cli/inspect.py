@@ -31,6 +31,12 @@ EPILOG = """Examples:
   hc inspect /tmp/tiny --hc-layer 3                 # comb offsets and the comb matrix of layer 3
 
   hc inspect hf://deepseek-ai/DeepSeek-V4.1-Flash --verify   # over HTTP ranges: headers and HC values only
+
+  hc inspect ./my-finetune --verify                 # a transformers save_pretrained folder
+
+  hc inspect model-Q4_K_M.gguf --verify             # a GGUF (or a folder / first part of a split set)
+
+  hc inspect model.gguf --config config.json        # layer plan and inventory from the release config
 """
 
 
