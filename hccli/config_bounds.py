@@ -7,12 +7,11 @@ The bounds are far above every published model (V4-Pro: 61 layers, dim 7168,
 
 from __future__ import annotations
 
-from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_NORM_EPS, DEFAULT_SINKHORN_ITERS
+from hccli.vocab import (  # noqa: F401 - the stream and iteration bounds are the vocabulary's
+    DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_NORM_EPS, DEFAULT_SINKHORN_ITERS, MAX_HC_MULT, MAX_SINKHORN_ITERS)
 
 MAX_LAYERS = 1024  # backbone layers, and vision layers
 MAX_STAGES = 16  # DSpark / MTP stages after the backbone
-MAX_HC_MULT = 64  # residual streams
-MAX_SINKHORN_ITERS = 1000
 MAX_DIM = 2**20  # any width: hidden, expert, head, rank, window
 MAX_COUNT = 2**16  # heads, experts, groups, ratios, blocks
 MAX_VOCAB = 2**24

@@ -106,3 +106,5 @@ def owner_of(name: str) -> tuple[str, int] | None:
 # A sane-model bound on the number of residual streams: published configs use 4. A header
 # or config past it is refused before any (2 + hc) * hc or hc x hc value is built.
 MAX_HC_MULT = 64
+# Sinkhorn iterations: the models use 20; each is two passes over the comb matrices.
+MAX_SINKHORN_ITERS = 1000

@@ -16,11 +16,12 @@ from typing import Any, NamedTuple
 from hccli.checkpoint.header import Header, read_header
 from hccli.checkpoint.source import ByteSource, LocalFile, SourceError, one_line, read_small_file
 from hccli.errors import HcError
+from hccli.config_read import MAX_CONFIG_BYTES
 from hccli.vocab import INDEX_NAME
 
 # Files read whole: the index of the largest public checkpoints is ~10 MB, a config ~10 KB.
 INDEX_CAP = 64 * 1024 * 1024
-CONFIG_CAP = 4 * 1024 * 1024
+CONFIG_CAP = MAX_CONFIG_BYTES
 # A listing or an index naming more shard files than this is refused (the largest public
 # checkpoints have a few hundred; huggingface.js's shard names allow five digits of them).
 MAX_SHARDS = 4096

@@ -7,18 +7,17 @@ They keep any input under 100 MB within about 1 GB of memory and 10 s on a CPU
 from __future__ import annotations
 
 from hccli.errors import HcError
+from hccli.vocab import MAX_HC_MULT, MAX_SINKHORN_ITERS  # noqa: F401 - re-exported with the kernel bounds
 
 # A real model's hc_mult is 4; the op is defined for any positive hc, and the
 # torch reference runs it, but an hc of 10^9 would ask for a 954 GiB base.
-MAX_HC_MULT = 64
+# The bounds on hc_mult and the iterations are the vocabulary's, shared with configs and headers.
 
 # Values in one array hc builds or reads: mixes (tokens x (2+hc)*hc), a hidden
 # state (tokens x hc x dim), an hc_fn ((2+hc)*hc x hc*dim). 4M float32 values are
 # 16 MB; the torch reference's temporaries and --json's text stay well under 1 GB.
 MAX_ELEMENTS = 1 << 22
 
-# Sinkhorn iterations: the models use 20; each is two passes over the comb matrices.
-MAX_SINKHORN_ITERS = 1000
 
 # JSON mixes: bytes read whole, nesting, and characters in one number.
 MAX_JSON_BYTES = 8 << 20
