@@ -1,0 +1,37 @@
+"""The README's table of bounds says what the code enforces: each figure is read back
+from the constant it names, so editing either alone fails here."""
+
+import re
+
+from conftest import ROOT
+
+from hccli import config_read, vocab
+from hccli.checkpoint import gguf_file, header, store, verify
+from hccli.kernels import limits
+
+
+def _row(text: str, what: str) -> str:
+    m = re.search(r"^\| " + re.escape(what) + r" \| ([^|]+) \|", text, re.M)
+    assert m, what
+    return m.group(1)
+
+
+def test_bounds_table_matches_the_code():
+    text = (ROOT / "README.md").read_text()
+    n = "{:,}".format
+    rows = {
+        "a safetensors header": [n(header.MAX_HEADER_SIZE), str(header.MAX_JSON_DEPTH)],
+        "an index file read whole": [n(store.INDEX_CAP)],
+        "a config.json read whole": [n(config_read.MAX_CONFIG_BYTES)],
+        "shard files in a listing or index": [n(store.MAX_SHARDS)],
+        "residual streams (hc_mult)": [str(vocab.MAX_HC_MULT)],
+        "Sinkhorn iterations": [n(vocab.MAX_SINKHORN_ITERS)],
+        "`hc_*_fn` values `--verify` reads (in 8 MiB chunks)": [n(verify.FN_READ_BUDGET)],
+        "values in one array `run-kernel` reads or builds": [n(limits.MAX_ELEMENTS)],
+        "JSON mixes": [n(limits.MAX_JSON_BYTES), str(limits.MAX_JSON_DEPTH), str(limits.MAX_JSON_DIGITS)],
+        "a GGUF header (metadata and tensor infos)": [n(gguf_file.MAX_HEADER_BYTES), n(gguf_file.MAX_TENSORS)],
+    }
+    for what, figures in rows.items():
+        cell = _row(text, what)
+        for fig in figures:
+            assert re.search(r"(?<![\d,])" + re.escape(fig) + r"(?!\d|,\d)", cell), (what, fig, cell)
