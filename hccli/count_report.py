@@ -167,7 +167,7 @@ def build_report(
         from hccli.inventory import build_inventory
         from hccli.totals import model_totals
 
-        totals = model_totals(build_inventory(cfg, plan))
+        totals = model_totals(build_inventory(cfg, plan), cfg.family)
     text = [s for s in hc if not s.is_stage]
     staged = [s for s in hc if s.is_stage]
     return CountReport(

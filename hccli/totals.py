@@ -6,9 +6,10 @@ callers that want the same figures) need it: the plain command never loads it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from hccli.inventory import COMPONENTS, Inventory, TensorSpec
+from hccli.jsonable import OMIT_IF_NONE
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,10 @@ class ModelTotals:
     exact: bool
     dtypes: dict[str, DtypeTotals]
     components: dict[str, ComponentTotals]  # in COMPONENTS order, only those present
+    # transformers' model.num_parameters() for this config (V4 family: transformers has no
+    # V4.1 model), and the logical parameters it leaves out, by reason
+    transformers_params: int | None = field(default=None, metadata=OMIT_IF_NONE)
+    transformers_params_left_out: dict[str, int] | None = field(default=None, metadata=OMIT_IF_NONE)
 
 
 class _Tally:
@@ -67,7 +72,7 @@ class _Tally:
         return {k: DtypeTotals(*v) for k, v in self.dtypes.items()}
 
 
-def model_totals(inv: Inventory) -> ModelTotals:
+def model_totals(inv: Inventory, family: str = "") -> ModelTotals:
     comp = {c: _Tally() for c in COMPONENTS}
     everything = _Tally()
     text = engram = hc = vision = stage = scales = 0
@@ -87,6 +92,11 @@ def model_totals(inv: Inventory) -> ModelTotals:
             vision += lp
         else:
             stage += lp
+    tf = None
+    if family == "v4":
+        from hccli.config_hf import transformers_params
+
+        tf = transformers_params(inv.tensors)
     return ModelTotals(
         tensors=everything.tensors,
         stored_bytes=everything.bytes,
@@ -104,5 +114,7 @@ def model_totals(inv: Inventory) -> ModelTotals:
         dtypes=everything.dtype_totals(),
         components={name: ComponentTotals(c.tensors, c.elements, c.bytes, c.logical, c.dtype_totals())
                     for name, c in comp.items() if c.tensors},
+        transformers_params=tf.params if tf else None,
+        transformers_params_left_out=dict(tf.left_out) if tf else None,
     )
 

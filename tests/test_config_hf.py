@@ -98,3 +98,21 @@ def test_transformers_params_is_num_parameters(tmp_path, release):
         v for n, v in buffers.items() if n.endswith("e_score_correction_bias"))
     assert count.left_out["stages (not built by transformers)"] > 0
 
+
+
+def test_transformers_params_figure_of_count_params(tmp_path):
+    # `count-params --model --json` reports model.num_parameters() of the same model built by
+    # transformers (V4 family), and what that count leaves out; V4.1 has no transformers model
+    from conftest import run_hc
+    from transformers_fixtures import save_tiny_model
+
+    model, _ = save_tiny_model(tmp_path / "m", "tiny-v4.hf.json")
+    doc = run_hc("count-params", str(SAMPLES / "tiny-v4.hf.json"), "--model", "--json").json()["model"]
+    assert doc["transformers_params"] == model.num_parameters()
+    left = doc["transformers_params_left_out"]
+    assert doc["transformers_params"] + sum(left.values()) == doc["logical_params"]
+    assert left["stages (not built by transformers)"] == doc["stage_params"]
+    human = run_hc("count-params", str(SAMPLES / "tiny-v4.hf.json"), "--model").stdout
+    assert f"{model.num_parameters():,}" in human and "transformers_params" in human
+    v41 = run_hc("count-params", "--model", "--json").json()["model"]
+    assert "transformers_params" not in v41

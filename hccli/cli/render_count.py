@@ -182,8 +182,14 @@ def _model(r: CountReport) -> Iterator[Any]:
     for key, title, _what in CONVENTIONS:
         value = getattr(tot, key)
         cv.add_row(title, _n(value), f"{value / 1e9:,.2f} G", key)
+    if tot.transformers_params is not None:
+        cv.add_row("transformers' num_parameters()", _n(tot.transformers_params),
+                   f"{tot.transformers_params / 1e9:,.2f} G", "transformers_params")
     yield Text("")
     yield cv
+    if tot.transformers_params_left_out:
+        left = "; ".join(f"{why} {_n(n)}" for why, n in tot.transformers_params_left_out.items())
+        yield Text(f"transformers' count leaves out: {left}")
     if not tot.exact:
         yield Text.from_markup(
             "[yellow]best effort:[/] only the hyper-connection tensors of this family are exact; "
