@@ -116,3 +116,13 @@ def test_transformers_params_figure_of_count_params(tmp_path):
     assert f"{model.num_parameters():,}" in human and "transformers_params" in human
     v41 = run_hc("count-params", "--model", "--json").json()["model"]
     assert "transformers_params" not in v41
+
+
+def test_readme_transformers_params_figure():
+    from conftest import ROOT
+
+    m = run_hc("count-params", str(SAMPLES / "deepseek-v4-flash.json"), "--model", "--json").json()["model"]
+    row = next(line for line in (ROOT / "README.md").read_text().splitlines()
+               if line.startswith("| `transformers_params`"))
+    assert f"{m['transformers_params']:,}" in row
+    assert f"{m['text_path_params'] - m['transformers_params']:,} under the text path" in row
