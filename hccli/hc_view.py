@@ -23,10 +23,22 @@ import numpy as np
 from hccli import dialects as D
 from hccli.checkpoint.header import DTYPES
 from hccli.checkpoint.source import ByteSource, one_line
-from hccli.checkpoint.values import READABLE_DTYPES, iter_tensor_chunks, read_tensor_bytes
+from hccli.checkpoint.values import (
+    READABLE_DTYPES,
+    iter_tensor_chunks,
+    read_tensor_bytes,
+)
 from hccli.errors import HcError
-from hccli.vocab import (BACKBONE, DEFAULT_HC_EPS, DEFAULT_NORM_EPS, DEFAULT_SINKHORN_ITERS, STAGE, HcName,
-                         hc_from_mix_width, parse_hc_name)
+from hccli.vocab import (
+    BACKBONE,
+    DEFAULT_HC_EPS,
+    DEFAULT_NORM_EPS,
+    DEFAULT_SINKHORN_ITERS,
+    STAGE,
+    HcName,
+    hc_from_mix_width,
+    parse_hc_name,
+)
 
 MAX_HC_ELEMENTS = 1 << 26  # a V4-Pro fn is 24 x 4*7168 = 688k; 64M is past any real one
 # --values all decodes this many elements at a time: float64 copies of 32 MB, a few of them live
