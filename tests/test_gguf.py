@@ -170,3 +170,31 @@ def test_header_size_is_capped(one_file, monkeypatch):
     monkeypatch.setattr(gguf_store, "MAX_HEADER_BYTES", 64)
     with pytest.raises(HcError, match="header larger than 64 bytes"):
         open_checkpoint(path)
+
+
+def test_run_kernel_takes_iterations_and_eps_from_the_gguf_metadata(tmp_path):
+    pytest.importorskip("torch")
+    base = np.zeros(24, np.float32)
+    base[8:] = np.random.default_rng(3).standard_normal(16)  # a comb far from doubly stochastic
+    fn = np.random.default_rng(4).standard_normal((24, 4 * 8)).astype(np.float32)
+    docs = {}
+    for iters, eps in ((3, 0.25), (None, None)):
+        path = tmp_path / f"k{iters}.gguf"
+        w = gguf.GGUFWriter(path, "deepseek4")
+        if iters is not None:
+            w.add_uint32("deepseek4.hyper_connection.sinkhorn_iterations", iters)
+            w.add_float32("deepseek4.hyper_connection.epsilon", eps)
+        for part, x in (("fn", fn), ("base", base), ("scale", np.ones(3, np.float32))):
+            w.add_tensor(f"blk.0.hc_attn_{part}.weight", x)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        r = run_hc("run-kernel", "--checkpoint", path, "--layer", 0, "--impl", "torch", "--json")
+        assert r.exit_code == 0, r.stderr
+        docs[iters] = r.json()
+    p = docs[3]["params"]
+    assert p["sinkhorn_iters"] == 3 and p["eps"] == 0.25 and "GGUF metadata (3 iterations, eps 0.25)" in p["origin"]
+    d = docs[None]["params"]  # keys absent: the defaults, said so
+    assert (d["sinkhorn_iters"], d["eps"]) == (20, 1e-6) and "iterations (reference default)" in d["origin"]
+    assert docs[3]["comb"] != docs[None]["comb"]  # the settings reached the op
