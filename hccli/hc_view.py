@@ -2,9 +2,11 @@
 canonical name with a bounded float32 read, the model's hc_mult / layers / dim,
 and the rest of the inventory as (canonical name, dtype, shape, bytes), no values.
 
-The one module that touches the checkpoint readers (open_checkpoint, tensors(),
-read_tensor; open_gguf): when the store moves to one protocol, only this file is
-re-pointed. Values are read through a counting byte source (bytes read per side).
+A thin layer over the checkpoint core, as `inspect` reads: open_checkpoint for
+every store and format (local, hub, safetensors, GGUF), checkpoint/hc.py for the
+dialect, the HC sites and their values, values.py for streamed chunks. What is
+diff's own: the inventory records, the model figures each side is compared by,
+and the bytes each side read.
 """
 
 from __future__ import annotations
@@ -21,10 +23,22 @@ import numpy as np
 from hccli import dialects as D
 from hccli.checkpoint.header import DTYPES
 from hccli.checkpoint.source import ByteSource, one_line
-from hccli.checkpoint.values import _NATIVE, _TABLES, read_tensor  # the chunked reader decodes as read_tensor
+from hccli.checkpoint.values import (
+    READABLE_DTYPES,
+    iter_tensor_chunks,
+    read_tensor_bytes,
+)
 from hccli.errors import HcError
-from hccli.vocab import (BACKBONE, DEFAULT_HC_EPS, DEFAULT_NORM_EPS, DEFAULT_SINKHORN_ITERS, STAGE, HcName,
-                         hc_from_mix_width, parse_hc_name)
+from hccli.vocab import (
+    BACKBONE,
+    DEFAULT_HC_EPS,
+    DEFAULT_NORM_EPS,
+    DEFAULT_SINKHORN_ITERS,
+    STAGE,
+    HcName,
+    hc_from_mix_width,
+    parse_hc_name,
+)
 
 MAX_HC_ELEMENTS = 1 << 26  # a V4-Pro fn is 24 x 4*7168 = 688k; 64M is past any real one
 # --values all decodes this many elements at a time: float64 copies of 32 MB, a few of them live
@@ -48,12 +62,16 @@ class CountingSource(ByteSource):
 
     def read(self, offset: int, length: int) -> bytes:
         out = self.inner.read(offset, length)
-        with _COUNT_LOCK:
-            self.counter[0] += len(out)
+        _count(self.counter, len(out))
         return out
 
     def close(self) -> None:
         self.inner.close()
+
+
+def _count(counter: list[int], n: int) -> None:
+    with _COUNT_LOCK:
+        counter[0] += n
 
 
 @dataclass(frozen=True)
@@ -61,10 +79,9 @@ class HcTensor:
     hc: HcName
     stored_name: str
     dtype: str  # safetensors dtype or GGML type, as stored
-    stored_shape: tuple[int, ...]
     shape: tuple[int, ...]  # the release's (row-major) order
     nbytes: int
-    _read: Callable[[int], np.ndarray] = field(repr=False, compare=False)
+    _read: Callable[[], np.ndarray] = field(repr=False, compare=False)
 
     @property
     def canonical(self) -> str:
@@ -76,7 +93,7 @@ class HcTensor:
         if n > max_elements:
             raise HcError(f"tensor '{one_line(self.stored_name)}' has {n:,} elements; expected at most "
                           f"{max_elements:,} for an HC tensor")
-        return np.asarray(self._read(max_elements), dtype=np.float32).reshape(self.shape)
+        return np.asarray(self._read(), dtype=np.float32).reshape(self.shape)
 
 
 _new = tuple.__new__
@@ -115,7 +132,6 @@ class HcView:
     remote: bool = False  # each read is a round trip: worth overlapping
     counter: list[int] = field(default_factory=lambda: [0])
     _chunks: Callable[[str], Iterator[np.ndarray] | None] | None = field(default=None, repr=False)
-    _close: Callable[[], None] | None = field(default=None, repr=False)
 
     @property
     def bytes_read(self) -> int:
@@ -127,25 +143,13 @@ class HcView:
         return self._chunks(stored_name) if self._chunks else None
 
     def close(self) -> None:
-        if self._close:
-            self._close()
+        """Nothing is held open between reads; kept so that a view is used in `with`."""
 
     def __enter__(self) -> HcView:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _is_gguf(p: Path) -> bool:
-    if p.suffix == ".gguf":
-        return True
-    return p.is_dir() and any(p.glob("*.gguf")) and not any(p.glob("*.safetensors"))
-
-
-def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
-    p = Path(str(path))
-    return _open_gguf(p, config) if p.exists() and _is_gguf(p) else _open_safetensors(str(path), config)
 
 
 def component_of(name: str) -> str:
@@ -222,7 +226,22 @@ def _from_shapes(hc: dict[str, HcTensor]) -> ModelShape:
     return ModelShape(hc_mult, max(layers) + 1 if layers else None, dim, "tensor shapes")
 
 
-# --- safetensors ------------------------------------------------------------------------
+def _gguf_model(label: str, arch: str, s: dict) -> tuple[ModelShape, int, float, float] | None:
+    """(model, iterations, eps, norm_eps) from a GGUF's metadata, None where it lacks the
+    figures; a value of the wrong kind is an error naming its key (the file is hostile)."""
+    if not all(isinstance(s.get(k), int) for k in ("block_count", "embedding_length", "hyper_connection.count")):
+        return None
+    model = ModelShape(s["hyper_connection.count"], s["block_count"], s["embedding_length"], "GGUF metadata")
+    iters = s.get("hyper_connection.sinkhorn_iterations", DEFAULT_SINKHORN_ITERS)
+    eps, norm_eps = (s.get(k, d) for k, d in (("hyper_connection.epsilon", DEFAULT_HC_EPS),
+                                                ("attention.layer_norm_rms_epsilon", DEFAULT_NORM_EPS)))
+    for k, v in (("hyper_connection.epsilon", eps), ("attention.layer_norm_rms_epsilon", norm_eps)):
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v < 1:
+            raise HcError(f"{label}: key '{arch}.{k}' is {one_line(repr(v), 60)}; expected a number in [0, 1)")
+    return model, iters, eps, norm_eps
+
+
+# --- the view ---------------------------------------------------------------------------
 
 def _logical(name: str, dtype: str, shape: tuple[int, ...], n: int, get: Callable[[str], Any]) -> int:
     """Logical parameters of a tensor of n elements: packed fp4 counts 2 a byte, scales 0."""
@@ -236,163 +255,118 @@ def _logical(name: str, dtype: str, shape: tuple[int, ...], n: int, get: Callabl
     return n
 
 
-def _open_safetensors(path: str, config: str | Path | None) -> HcView:
+def _gguf_label(ckpt) -> str:
+    """A local GGUF is named by its (first) file, as its split set is read from it."""
+    if ckpt.remote is not None:
+        return ckpt.label
+    first = str(ckpt.shards[0].path)
+    return first if len(ckpt.shards) == 1 else f"{first} (+{len(ckpt.shards) - 1} parts)"
+
+
+def _whole_gguf(ckpt) -> None:
+    """A GGUF is one model: a part missing or unreadable is an error, not a smaller model."""
+    if ckpt.missing:
+        raise HcError(f"{one_line(ckpt.label)}: part {one_line(ckpt.missing[0])} of the split set is missing; "
+                      f"expected {len(ckpt.shards) + len(ckpt.missing)} parts")
+    bad = next((s for s in ckpt.shards if s.header is None), None)
+    if bad is not None:
+        raise HcError(bad.error or f"{one_line(bad.file)}: unreadable")
+
+
+def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
+    from hccli.checkpoint import hc as H
     from hccli.checkpoint.shardset import open_checkpoint
 
-    ckpt = open_checkpoint(path)  # config read below, in every style transformers writes too
+    ckpt = open_checkpoint(str(path))  # config read below, in every style transformers writes too
+    gguf = any(H.is_gguf(s) for s in ckpt.shards)
     cfg, raw_cfg, note = None, None, ""
     cfg_path = Path(config) if config is not None else ckpt.root / "config.json"
-    if ckpt.remote is None and (config is not None or cfg_path.is_file()):
+    if config is not None or (not gguf and ckpt.remote is None and cfg_path.is_file()):
         cfg, raw_cfg, note = _read_config(cfg_path, config is not None)
-    elif ckpt.remote is not None:
+    elif ckpt.remote is not None and not gguf:
         cfg = ckpt.config
-    tensors = ckpt.tensors()
-    # a routed expert's name says nothing its layer's other names do not; ~70% of a checkpoint
-    detection = D.detect_dialect((n for n in tensors if ".ffn.experts." not in n), raw_cfg)
-    dialect = detection.dialect
+    label, arch, settings = ckpt.label, "", {}
+    if gguf:
+        _whole_gguf(ckpt)
+        label = _gguf_label(ckpt)
+        arch = H.gguf_architecture(ckpt)
+        settings = H.gguf_settings(ckpt)
+    detection = H.dialect_of(ckpt, raw_cfg)
     counter = [0]
 
-    def reader(shard, info):
-        def read(max_elements: int) -> np.ndarray:
-            with CountingSource(ckpt.source(shard), counter) as src:
-                return read_tensor(src, shard.header, info.name)  # read-only; no copy of a 2 MB fn
+    def reader(site, part: str) -> Callable[[], np.ndarray]:
+        def read() -> np.ndarray:
+            out = H.read_part(ckpt, site, part)  # exactly the tensor's bytes
+            _count(counter, site.parts[part][1].nbytes)
+            return out
         return read
 
     hc: dict[str, HcTensor] = {}
+    stored_hc: set[str] = set()
+    for site in H.find_hc(ckpt):
+        for part, (_, info) in site.parts.items():
+            h = parse_hc_name(site.tensor_name(part))
+            hc[h.canonical()] = HcTensor(h, info.name, info.dtype, info.shape, info.nbytes, reader(site, part))
+            stored_hc.add(info.name)
+    tensors = ckpt.tensors()
+    dialect = detection.dialect
     others: list[OtherTensor] = []
     get = tensors.get
-    for name, (shard, info) in tensors.items():
-        h = D.hc_name(name, dialect) if "hc" in name else None
-        if h is not None:
-            hc[h.canonical()] = HcTensor(h, name, info.dtype, info.shape, info.shape, info.nbytes,
-                                         reader(shard, info))
+    for name, (_, info) in tensors.items():
+        if name in stored_hc:
             continue
         canon = name if dialect == D.RELEASE else (D.canonical_name(name, dialect) or name)  # release: canonical
-        # a validated entry's bytes are its elements x bits / 8: no product of dims per tensor
-        n = info.nbytes * 8 // DTYPES[info.dtype]
         dt = info.dtype
-        params = n if dt not in ("I8", "F8_E8M0") else _logical(name, dt, info.shape, n, get)
+        if gguf:
+            params = info.n_elements
+        else:
+            # a validated entry's bytes are its elements x bits / 8: no product of dims per tensor
+            n = info.nbytes * 8 // DTYPES[dt]
+            params = n if dt not in ("I8", "F8_E8M0") else _logical(name, dt, info.shape, n, get)
         # tuple.__new__ is the C constructor; a NamedTuple's own __new__ is Python, 0.3 s a full checkpoint
         others.append(_new(OtherTensor, (canon, name, dt, info.shape, info.nbytes, params)))
 
     def chunks(stored: str) -> Iterator[np.ndarray] | None:
-        shard, info = tensors[stored]
-        return _safetensors_chunks(ckpt, shard, info, counter)
+        return _chunks(ckpt, stored, counter)
 
     if cfg is not None:
         model = ModelShape(cfg.hc_mult, cfg.n_layers, cfg.dim, "config")
         iters, eps, norm_eps, n_stages = cfg.hc_sinkhorn_iters, cfg.hc_eps, cfg.norm_eps, cfg.n_stages
+    elif gguf and (got := _gguf_model(label, arch, settings)) is not None:
+        model, iters, eps, norm_eps = got
     else:
         model = _from_shapes(hc)
         iters, eps, norm_eps = DEFAULT_SINKHORN_ITERS, DEFAULT_HC_EPS, DEFAULT_NORM_EPS
         n_stages = max((t.hc.num + 1 for t in hc.values() if t.hc.kind == STAGE), default=0)
-    return HcView(ckpt.label, "safetensors", detection, model, n_stages, iters, eps, norm_eps, hc, others,
-                  note, ckpt.remote is not None, counter, chunks)
+    if gguf:
+        n_stages = 0  # llama.cpp's converter drops the stages; the head mix is numbered without them
+        if not isinstance(iters, int) or isinstance(iters, bool) or not 1 <= iters <= 1000:
+            raise HcError(f"{label}: key '{arch}.hyper_connection.sinkhorn_iterations' is "
+                          f"{one_line(repr(iters), 60)}; expected an integer 1..1000")
+    return HcView(label, "gguf" if gguf else "safetensors", detection, model, n_stages, iters, eps, norm_eps, hc,
+                  others, note, ckpt.remote is not None, counter, chunks)
 
 
-def _safetensors_chunks(ckpt, shard, info, counter) -> Iterator[np.ndarray] | None:
-    dt = info.dtype
-    if dt not in _NATIVE and dt != "BF16" and dt not in _TABLES:
-        return None
-    width = DTYPES[dt] // 8
+def _chunks(ckpt, stored: str, counter: list[int]) -> Iterator[np.ndarray] | None:
+    """One tensor's values as float64 chunks: streamed where values.py decodes its type,
+    dequantised whole (within the HC bound) where it is a GGML quant, else None."""
+    from hccli.checkpoint.hc import is_gguf
 
-    def gen() -> Iterator[np.ndarray]:
-        step = CHUNK_ELEMENTS * width
+    shard, info = ckpt.tensors()[stored]
+    if info.dtype in READABLE_DTYPES:
+        def stream() -> Iterator[np.ndarray]:
+            with CountingSource(ckpt.source(shard), counter) as src:
+                for x in iter_tensor_chunks(src, shard.header, stored, CHUNK_ELEMENTS * DTYPES[info.dtype] // 8):
+                    yield x.astype(np.float64)
+        return stream()
+    if not is_gguf(shard) or info.n_elements > MAX_HC_ELEMENTS:
+        return None  # quantised blocks are dequantised whole; past the cap, not compared
+
+    def whole() -> Iterator[np.ndarray]:
+        from hccli.checkpoint.gguf_store import dequantize
+
         with CountingSource(ckpt.source(shard), counter) as src:
-            for off in range(0, info.nbytes, step):
-                raw = src.read(info.abs_begin + off, min(step, info.nbytes - off))
-                if dt == "BF16":
-                    x = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32)
-                elif dt in _TABLES:
-                    x = _TABLES[dt][np.frombuffer(raw, np.uint8)]
-                else:
-                    x = np.frombuffer(raw, np.dtype(_NATIVE[dt]))
-                yield x.astype(np.float64)
-    return gen()
-
-
-# --- GGUF -------------------------------------------------------------------------------
-
-_GGUF_FLOAT = {"F32": "<f4", "F16": "<f2", "F64": "<f8"}
-
-
-def _open_gguf(p: Path, config: str | Path | None) -> HcView:
-    from hccli.checkpoint.gguf_file import open_gguf
-
-    g = open_gguf(p)
-    try:
-        return _gguf_view(p, g, config)
-    except BaseException:
-        g.close()
-        raise
-
-
-def _gguf_view(p: Path, g, config) -> HcView:
-    counter = [0]
-    names = [t.name for t in g.tensors]
-    detection = D.detect_dialect(names)
-    hc: dict[str, HcTensor] = {}
-    others: list[OtherTensor] = []
-    by = g.by_name()
-
-    def reader(t):
-        def read(max_elements: int) -> np.ndarray:
-            out = g.dequantize(t.name, max_elements)
-            counter[0] += t.nbytes
-            return out
-        return read
-
-    for t in g.tensors:
-        h = D.hc_name(t.name, D.GGUF)
-        if h is not None:
-            hc[h.canonical()] = HcTensor(h, t.name, t.ggml_type, t.ne, t.shape, t.nbytes, reader(t))
-            continue
-        canon = D.canonical_name(t.name, D.GGUF) or t.name
-        others.append(OtherTensor(canon, t.name, t.ggml_type, t.shape, t.nbytes, t.elements))
-
-    def chunks(stored: str) -> Iterator[np.ndarray] | None:
-        t = by[stored]
-        if t.elements > MAX_HC_ELEMENTS and t.ggml_type not in _GGUF_FLOAT:
-            return None  # quantised blocks are dequantised whole; past the cap, not compared
-
-        def gen() -> Iterator[np.ndarray]:
-            if t.ggml_type in _GGUF_FLOAT:
-                width = np.dtype(_GGUF_FLOAT[t.ggml_type]).itemsize
-                step = CHUNK_ELEMENTS * width
-                with open(t.file, "rb") as f:
-                    for off in range(0, t.nbytes, step):
-                        f.seek(t.offset + off)
-                        raw = f.read(min(step, t.nbytes - off))
-                        counter[0] += len(raw)
-                        yield np.frombuffer(raw, _GGUF_FLOAT[t.ggml_type]).astype(np.float64)
-            else:
-                yield reader(t)(MAX_HC_ELEMENTS).reshape(-1).astype(np.float64)
-        return gen()
-
-    cfg = None
-    note = ""
-    if config is not None:
-        cfg, _, note = _read_config(Path(config), True)
-    s = g.settings()
-    if cfg is not None:
-        model = ModelShape(cfg.hc_mult, cfg.n_layers, cfg.dim, "config")
-        iters, eps, norm_eps = cfg.hc_sinkhorn_iters, cfg.hc_eps, cfg.norm_eps
-    elif all(isinstance(s.get(k), int) for k in ("block_count", "embedding_length", "hyper_connection.count")):
-        model = ModelShape(s["hyper_connection.count"], s["block_count"], s["embedding_length"], "GGUF metadata")
-        iters = s.get("hyper_connection.sinkhorn_iterations", DEFAULT_SINKHORN_ITERS)
-        eps, norm_eps = (s.get(k, d) for k, d in (("hyper_connection.epsilon", DEFAULT_HC_EPS),
-                                                    ("attention.layer_norm_rms_epsilon", DEFAULT_NORM_EPS)))
-        for k, v in (("hyper_connection.epsilon", eps), ("attention.layer_norm_rms_epsilon", norm_eps)):
-            if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v < 1:
-                raise HcError(f"{p}: key '{g.architecture}.{k}' is {one_line(repr(v), 60)}; "
-                              "expected a number in [0, 1)")
-    else:
-        model = _from_shapes(hc)
-        iters, eps, norm_eps = DEFAULT_SINKHORN_ITERS, DEFAULT_HC_EPS, DEFAULT_NORM_EPS
-    if not isinstance(iters, int) or isinstance(iters, bool) or not 1 <= iters <= 1000:
-        raise HcError(f"{p}: key '{g.architecture}.hyper_connection.sinkhorn_iterations' is "
-                      f"{one_line(repr(iters), 60)}; expected an integer 1..1000")
-    label = g.paths[0] if len(g.paths) == 1 else f"{g.paths[0]} (+{len(g.paths) - 1} parts)"
-    return HcView(label, "gguf", detection, model, 0, iters, eps, norm_eps, hc, others, note, False, counter,
-                  chunks, g.close)
-
+            raw = read_tensor_bytes(src, shard.header, stored)
+        yield dequantize(raw, info.dtype, info.shape, f"{shard.path}: tensor '{info.name}'").reshape(-1) \
+            .astype(np.float64)
+    return whole()

@@ -303,3 +303,27 @@ def test_chunk_streams_of_other_lengths_pair_up():
     pairs = list(DF._paired(a, b))
     assert all(len(x) == len(y) and np.array_equal(x, y) for x, y in pairs)
     assert np.array_equal(np.concatenate([x for x, _ in pairs]), np.arange(7.0))
+
+
+def test_remote_gguf_is_read_as_the_local_one(hc, tiny, gguf_of_tiny, monkeypatch, tmp_path):
+    pytest.importorskip("huggingface_hub")
+    import shutil
+
+    from hub_server import Hub
+
+    path, _ = gguf_of_tiny
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shutil.copy(path, repo / path.name)
+    local = hc("diff", tiny, path, "--json").json()
+    with Hub({"org/g": repo}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.endpoint)
+        monkeypatch.setenv("HC_CACHE_DIR", str(tmp_path / "cache"))
+        monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+        r = hc("diff", tiny, "hf://org/g", "--json")
+        assert r.exit_code == 1, r.stderr
+        remote = r.json()
+    assert remote["dialect_b"] == D.GGUF and remote["model"] == local["model"]
+    # the same sites, values, types and HC bytes as the local file: one reading path
+    assert remote["sites"] == local["sites"] and remote["bytes_read_b"] == local["bytes_read_b"] > 0
+    assert remote["components"] == local["components"] and remote["label_b"] == "hf://org/g"

@@ -1,7 +1,8 @@
-"""GGUF files read through the gguf package's reader. The fixtures are written by
-the gguf package's own writer (GGUFWriter) in llama.cpp's deepseek4 naming, with
-the HC tensors laid out as its converter leaves them (no transpose; F32 unless
-the file type pushes a 2-D tensor to F16 or a quant)."""
+"""GGUF files through the checkpoint core (checkpoint/gguf_store.py over the store,
+hc.py for sites and values), the one GGUF reader. The fixtures are written by the
+gguf package's own writer (GGUFWriter) in llama.cpp's deepseek4 naming, with the
+HC tensors laid out as its converter leaves them (no transpose; F32 unless the
+file type pushes a 2-D tensor to F16 or a quant)."""
 
 from __future__ import annotations
 
@@ -12,10 +13,12 @@ import sys
 
 import numpy as np
 import pytest
+from conftest import run_hc
 from gguf_fixtures import CFG, F16_SITE, Q8_SITE, hc_values, write_gguf
 
 from hccli import dialects as D
-from hccli.checkpoint.gguf_file import open_gguf, split_parts
+from hccli.checkpoint import hc as H
+from hccli.checkpoint.shardset import open_checkpoint
 from hccli.errors import HcError
 
 gguf = pytest.importorskip("gguf")
@@ -29,42 +32,47 @@ def one_file(tmp_path):
     return p, values
 
 
+def _parts(ckpt) -> dict[str, tuple]:
+    """canonical HC name -> (site, part)."""
+    return {s.tensor_name(p): (s, p) for s in H.find_hc(ckpt) for p in s.parts}
+
+
 def test_records_metadata_and_names(one_file):
     path, values = one_file
-    with open_gguf(path) as g:
-        assert g.architecture == "deepseek4"
-        s = g.settings()
-        assert s["block_count"] == CFG.n_layers and s["hyper_connection.count"] == CFG.hc_mult
-        assert s["attention.compress_ratios"] == list(CFG.compress_ratios[:CFG.n_layers])
-        hc = D.canonical_hc_names((t.name for t in g.tensors), D.GGUF)
-        assert set(hc.values()) == set(values)  # every HC site, head mix included
-        by = g.by_name()
-        for name, canonical in hc.items():
-            t = by[name]
-            assert t.shape == values[canonical].shape  # canonical order, not ne
-            assert t.ne == values[canonical].shape[::-1]
-        types = {hc[n]: by[n].ggml_type for n in hc}
-        assert types[F16_SITE] == "F16" and types[Q8_SITE] == "Q8_0" and types["layers.2.hc_attn_fn"] == "F32"
-        t = by["blk.0.hc_attn_base.weight"]
-        assert t.offset > 0 and t.nbytes == 24 * 4 and t.file == str(path)
+    ckpt = open_checkpoint(path)
+    assert H.dialect_of(ckpt).dialect == D.GGUF and H.gguf_architecture(ckpt) == "deepseek4"
+    s = H.gguf_settings(ckpt)
+    assert s["block_count"] == CFG.n_layers and s["hyper_connection.count"] == CFG.hc_mult
+    assert s["attention.compress_ratios"] == list(CFG.compress_ratios[:CFG.n_layers])
+    parts = _parts(ckpt)
+    assert set(parts) == set(values)  # every HC site, head mix included
+    for canonical, (site, part) in parts.items():
+        info = site.parts[part][1]
+        assert info.shape == values[canonical].shape  # canonical order, not ne
+        assert info.name == D.spell_hc(D.parse_hc_name(canonical), D.GGUF)
+    types = {n: site.parts[p][1].dtype for n, (site, p) in parts.items()}
+    assert types[F16_SITE] == "F16" and types[Q8_SITE] == "Q8_0" and types["layers.2.hc_attn_fn"] == "F32"
+    site, _ = parts["layers.0.hc_attn_base"]
+    shard, info = site.parts["base"]
+    assert info.abs_begin > 0 and info.nbytes == 24 * 4 and shard.path == path
 
 
 def test_values_base_scale_exact_fn_within_storage_rounding(one_file):
     path, values = one_file
-    with open_gguf(path) as g:
-        for name, canonical in D.canonical_hc_names((t.name for t in g.tensors), D.GGUF).items():
-            got, want = g.dequantize(name), values[canonical]
-            assert got.dtype == np.float32 and got.shape == want.shape
-            if canonical == F16_SITE:
-                assert np.array_equal(got, want.astype(np.float16).astype(np.float32))
-                assert not np.array_equal(got, want)
-            elif canonical == Q8_SITE:
-                blocks, gblocks = want.reshape(-1, 32), got.reshape(-1, 32)
-                step = np.abs(blocks).max(axis=1, keepdims=True) / 127  # one Q8_0 level per block
-                err = np.abs(gblocks - blocks)
-                assert (err <= 0.6 * step).all() and err.max() > 0
-            else:
-                assert np.array_equal(got, want), canonical  # F32: bit-exact, base and scale included
+    ckpt = open_checkpoint(path)
+    for canonical, (site, part) in _parts(ckpt).items():
+        got, want = H.read_part(ckpt, site, part), values[canonical]
+        assert got.dtype == np.float32 and got.shape == want.shape
+        if canonical == F16_SITE:
+            assert np.array_equal(got, want.astype(np.float16).astype(np.float32))
+            assert not np.array_equal(got, want)
+        elif canonical == Q8_SITE:
+            blocks, gblocks = want.reshape(-1, 32), got.reshape(-1, 32)
+            step = np.abs(blocks).max(axis=1, keepdims=True) / 127  # one Q8_0 level per block
+            err = np.abs(gblocks - blocks)
+            assert (err <= 0.6 * step).all() and err.max() > 0
+        else:
+            assert np.array_equal(got, want), canonical  # F32: bit-exact, base and scale included
 
 
 def test_split_set_by_folder_or_first_part(tmp_path):
@@ -73,23 +81,28 @@ def test_split_set_by_folder_or_first_part(tmp_path):
     parts = sorted(tmp_path.glob("m-*-of-*.gguf"))
     assert len(parts) > 2
     for where in (tmp_path, parts[0]):
-        assert split_parts(where) == parts
-        with open_gguf(where) as g:
-            assert len({t.part for t in g.tensors}) == len(parts)
-            assert set(D.canonical_hc_names((t.name for t in g.tensors), D.GGUF).values()) == set(values)
-            assert np.array_equal(g.dequantize("output_hc_scale.weight"), values["hc_head_scale"])
+        ckpt = open_checkpoint(where)
+        assert [s.path for s in ckpt.shards] == parts and ckpt.missing == []
+        found = _parts(ckpt)
+        assert set(found) == set(values)
+        assert len({found[n][0].parts[found[n][1]][0].file for n in found}) == len(parts)
+        assert np.array_equal(H.read_part(ckpt, *found["hc_head_scale"]), values["hc_head_scale"])
     parts[1].unlink()
-    with pytest.raises(HcError, match="missing part 2"):
-        open_gguf(parts[0])
+    assert open_checkpoint(parts[0]).missing == [parts[1].name]  # inspect --verify reports it
+    r = run_hc("diff", parts[0], parts[0])  # diff compares whole models only
+    assert r.exit_code == 2 and parts[1].name in r.stderr and "missing" in r.stderr
 
 
-def test_dequantize_is_bounded(one_file):
+def test_decoding_is_bounded(one_file, monkeypatch):
     path, _ = one_file
-    with open_gguf(path) as g:
-        with pytest.raises(HcError, match="elements"):
-            g.dequantize("blk.0.hc_attn_fn.weight", max_elements=1000)
-        with pytest.raises(HcError, match="no tensor"):
-            g.dequantize("blk.99.hc_attn_fn.weight")
+    ckpt = open_checkpoint(path)
+    parts = _parts(ckpt)
+    monkeypatch.setattr(H, "MAX_DECODED_ELEMENTS", 1000)
+    with pytest.raises(HcError, match="elements"):
+        H.read_part(ckpt, *parts[F16_SITE])
+    site, _ = parts["layers.0.hc_attn_base"]
+    with pytest.raises(HcError, match="not in the checkpoint"):
+        H.read_part(ckpt, site, "nope")
 
 
 def _header(n_tensors: int, kvs: bytes, n_kv: int) -> bytes:
@@ -112,8 +125,10 @@ def test_hostile_headers_end_in_one_error(tmp_path, make, message):
     p = tmp_path / "bad.gguf"
     make(p)
     with pytest.raises(HcError) as e:
-        open_gguf(p)
+        open_checkpoint(p)
     assert str(p) in str(e.value) and message in str(e.value)
+    r = run_hc("diff", p, p)
+    assert r.exit_code == 2 and message in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
 def test_truncated_data_is_refused(one_file, tmp_path):
@@ -121,7 +136,7 @@ def test_truncated_data_is_refused(one_file, tmp_path):
     cut = tmp_path / "cut.gguf"
     cut.write_bytes(path.read_bytes()[:-4096])
     with pytest.raises(HcError, match="cut.gguf"):
-        open_gguf(cut)
+        open_checkpoint(cut)
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
@@ -129,7 +144,7 @@ def test_non_regular_file_is_refused(tmp_path):
     p = tmp_path / "pipe.gguf"
     os.mkfifo(p)
     with pytest.raises(HcError, match="not a regular file"):
-        open_gguf(p)
+        open_checkpoint(p)
 
 
 def test_folder_with_two_models_is_ambiguous(tmp_path):
@@ -137,20 +152,49 @@ def test_folder_with_two_models_is_ambiguous(tmp_path):
     write_gguf(tmp_path / "a.gguf", values)
     write_gguf(tmp_path / "b.gguf", values)
     with pytest.raises(HcError, match="expected one .gguf file"):
-        open_gguf(tmp_path)
+        open_checkpoint(tmp_path)
 
 
 def test_gguf_is_imported_only_when_a_gguf_is_read():
-    code = "import sys, hccli.checkpoint.gguf_file, hccli.dialects, hccli.config_hf; print('gguf' in sys.modules)"
+    code = ("import sys, hccli.checkpoint.gguf_file, hccli.checkpoint.gguf_store, hccli.hc_view, hccli.diff, "
+            "hccli.dialects, hccli.config_hf; print('gguf' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert out.stdout.strip() == "False"
 
 
 def test_header_size_is_capped(one_file, monkeypatch):
-    from hccli.checkpoint import gguf_file
+    from hccli.checkpoint import gguf_store
 
     path, _ = one_file
-    monkeypatch.setattr(gguf_file, "MAX_HEADER_BYTES", 64)
+    monkeypatch.setattr(gguf_store, "MAX_HEADER_BYTES", 64)
     with pytest.raises(HcError, match="header larger than 64 bytes"):
-        open_gguf(path)
+        open_checkpoint(path)
+
+
+def test_run_kernel_takes_iterations_and_eps_from_the_gguf_metadata(tmp_path):
+    pytest.importorskip("torch")
+    base = np.zeros(24, np.float32)
+    base[8:] = np.random.default_rng(3).standard_normal(16)  # a comb far from doubly stochastic
+    fn = np.random.default_rng(4).standard_normal((24, 4 * 8)).astype(np.float32)
+    docs = {}
+    for iters, eps in ((3, 0.25), (None, None)):
+        path = tmp_path / f"k{iters}.gguf"
+        w = gguf.GGUFWriter(path, "deepseek4")
+        if iters is not None:
+            w.add_uint32("deepseek4.hyper_connection.sinkhorn_iterations", iters)
+            w.add_float32("deepseek4.hyper_connection.epsilon", eps)
+        for part, x in (("fn", fn), ("base", base), ("scale", np.ones(3, np.float32))):
+            w.add_tensor(f"blk.0.hc_attn_{part}.weight", x)
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        r = run_hc("run-kernel", "--checkpoint", path, "--layer", 0, "--impl", "torch", "--json")
+        assert r.exit_code == 0, r.stderr
+        docs[iters] = r.json()
+    p = docs[3]["params"]
+    assert p["sinkhorn_iters"] == 3 and p["eps"] == 0.25 and "GGUF metadata (3 iterations, eps 0.25)" in p["origin"]
+    d = docs[None]["params"]  # keys absent: the defaults, said so
+    assert (d["sinkhorn_iters"], d["eps"]) == (20, 1e-6) and "iterations (reference default)" in d["origin"]
+    assert docs[3]["comb"] != docs[None]["comb"]  # the settings reached the op

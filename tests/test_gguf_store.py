@@ -13,7 +13,6 @@ import pytest
 from conftest import SAMPLES, run_hc
 from gguf_fixtures import hc_values, write_gguf
 
-from hccli.checkpoint.gguf_file import open_gguf
 from hccli.checkpoint.gguf_store import read_gguf_header
 from hccli.checkpoint.source import LocalFile
 from hccli.config import load_config
@@ -22,9 +21,16 @@ from hccli.config import load_config
 def test_header_over_byte_ranges_agrees_with_gguf_reader(tmp_path):
     write_gguf(tmp_path / "m.gguf", hc_values(3), split_max_tensors=12)
     parts = sorted(tmp_path.glob("m-*.gguf"))
-    with open_gguf(parts[0]) as g:
-        want = {t.name: (t.ggml_type, t.shape, t.offset, t.nbytes, os.path.basename(t.file)) for t in g.tensors}
-        meta = g.metadata
+    from gguf import GGUFReader
+
+    want, meta = {}, {}
+    for p in parts:  # gguf's own reader is the reference
+        r = GGUFReader(p, "r")
+        want.update({t.name: (t.tensor_type.name, tuple(int(d) for d in t.shape.tolist())[::-1], int(t.data_offset),
+                              int(t.n_bytes), p.name) for t in r.tensors})
+        if p == parts[0]:
+            meta = {k: f.contents() for k, f in r.fields.items() if not k.startswith("GGUF.")}
+        r.data._mmap.close()
     got = {}
     for p in parts:
         with LocalFile(p) as src:

@@ -62,14 +62,15 @@ class HcSiteTensors:
         return self.parts[part][1].name if part in self.parts else self.tensor_name(part)
 
 
-def dialect_of(ckpt: Checkpoint) -> D.Detection:
-    """The dialect the checkpoint's names are written in (cached on it)."""
+def dialect_of(ckpt: Checkpoint, raw_config: dict | None = None) -> D.Detection:
+    """The dialect the checkpoint's names are written in (cached on it). raw_config, the
+    config.json as read, settles names that fit a transformers save and a prefixed release."""
     if ckpt._dialect is None:
         names = ckpt.tensors()
         if any(is_gguf(s) for s in ckpt.shards):
             ckpt._dialect = D.Detection(D.GGUF, "a GGUF file")
         else:
-            ckpt._dialect = D.detect_dialect(names)
+            ckpt._dialect = D.detect_dialect(names, raw_config)
     return ckpt._dialect
 
 
@@ -85,6 +86,14 @@ def gguf_settings(ckpt: Checkpoint) -> dict:
     from hccli.checkpoint.gguf_store import gguf_kv, settings
 
     return settings(gguf_kv(ckpt.shards))
+
+
+def gguf_architecture(ckpt: Checkpoint) -> str:
+    """A GGUF's general.architecture ("" where it has none, or is no GGUF)."""
+    from hccli.checkpoint.gguf_store import gguf_kv
+
+    arch = gguf_kv(ckpt.shards).get("general.architecture")
+    return arch if isinstance(arch, str) else ""
 
 
 def op_settings(ckpt: Checkpoint) -> tuple[int, float]:

@@ -3,7 +3,8 @@ and summarise. No printing, and no flag names: the CLI parses its options into
 the MixSource / SiteRef / Overrides values below.
 
 Where hc_mult, the iteration count and eps come from, in order: a checkpoint's
-config.json; a given config; the tensors' shapes with the reference defaults
+config.json; a given config; the tensors' shapes with a GGUF's metadata (as
+`inspect` reads it, checkpoint/hc.py op_settings) or else the reference defaults
 (vocab.DEFAULT_*); explicit overrides. The result says which.
 """
 
@@ -190,9 +191,7 @@ def prepare(source: MixSource, *, site: SiteRef | None = None, config: Path | No
                 raise HcError(f"{site.checkpoint}: hc_{site.site}_base of {s.name} has {base.size} values and scale "
                               f"{scale.size}; expected (2+hc)*hc and 3")
             params = RunParams(check_hc_mult(hc, f"the shape of hc_{site.site}_base in {site.checkpoint}"),
-                               DEFAULT_SINKHORN_ITERS, DEFAULT_HC_EPS, DEFAULT_NORM_EPS,
-                               f"the tensors' shapes (hc_mult {hc}; no config.json: reference defaults "
-                               f"{DEFAULT_SINKHORN_ITERS} iterations, eps {DEFAULT_HC_EPS:g})")
+                               *_op_settings(ckpt, hc))
     if params is None:
         params = RunParams(DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS, DEFAULT_HC_EPS, DEFAULT_NORM_EPS,
                            f"reference defaults (hc_mult {DEFAULT_HC_MULT}, {DEFAULT_SINKHORN_ITERS} iterations, "
@@ -223,6 +222,25 @@ def prepare(source: MixSource, *, site: SiteRef | None = None, config: Path | No
     return RunInput(src.mixes, np.asarray(scale, np.float32), np.asarray(base, np.float32), src.provenance,
                     base_origin, src.nonfinite_tokens, params)
 
+
+def _op_settings(ckpt: Any, hc: int) -> tuple[int, float, float, str]:
+    """(iterations, eps, norm_eps, origin) of a checkpoint without a config: a GGUF's
+    metadata where it holds them (op_settings falls back key by key), else the defaults."""
+    from hccli import dialects as D
+    from hccli.checkpoint.hc import dialect_of, gguf_settings, op_settings
+
+    iters, eps = op_settings(ckpt)
+    if dialect_of(ckpt).dialect != D.GGUF:
+        return (iters, eps, DEFAULT_NORM_EPS, f"the tensors' shapes (hc_mult {hc}; no config.json: reference "
+                f"defaults {iters} iterations, eps {eps:g})")
+    meta = gguf_settings(ckpt)
+
+    def said(key: str, text: str, value: Any) -> str:
+        return text if meta.get(key) == value else f"{text} (reference default)"
+    return iters, eps, DEFAULT_NORM_EPS, (
+        f"the tensors' shapes (hc_mult {hc}) and the GGUF metadata ("
+        f"{said('hyper_connection.sinkhorn_iterations', f'{iters} iterations', iters)}, "
+        f"{said('hyper_connection.epsilon', f'eps {eps:g}', eps)})")
 
 def _apply(params: RunParams, o: Overrides, *, from_checkpoint: bool) -> RunParams:
     """Explicit values override what was found, and say so."""
