@@ -28,7 +28,7 @@ SPLIT_NAME = re.compile(r"^(?P<stem>.+)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$
 SMALL_ARRAY = 4096
 
 
-class _Header:
+class HeaderScan:
     """The header bytes, read on demand (a shard is GBs; its header a few MB)."""
 
     def __init__(self, path: Any, f: Any, size: int):

@@ -29,7 +29,7 @@ from hccli.checkpoint.gguf_file import (
     SPLIT_NAME,
     VERSIONS,
 )
-from hccli.checkpoint.gguf_file import _Header as _Scan
+from hccli.checkpoint.gguf_file import HeaderScan as _Scan
 from hccli.checkpoint.header import Header, TensorInfo
 from hccli.checkpoint.source import ByteSource, one_line
 from hccli.errors import HcError
