@@ -1,11 +1,12 @@
-"""The model figure of a full-scale V4.1-Flash: 43 layers x 2 sites = 86 comb heatmaps.
+"""The model figure of a full-scale V4.1-Flash (43 layers x 2 sites = 86 comb heatmaps),
+drawn by the command itself: `hc inspect PHANTOM --plot docs/hc-v41-flash.png`.
 
 Makes a phantom checkpoint (`hc make-checkpoint ... --phantom`, sparse, ~18 MB on
-disk), reads its HC values as `hc inspect --json` reports them (a fresh
-interpreter, as a user runs it), and renders the figure that `hc inspect --plot`
-draws from them; writes docs/hc-v41-flash.png. Prints the median seconds of
-matplotlib's import, of drawing and of saving, and the whole figure's time beside
-the `hc inspect --json` run it would be added to (measured in the same run).
+disk) and runs, each in a fresh interpreter as a user runs it, `hc inspect PHANTOM
+--json` and `hc inspect PHANTOM --json --plot FILE`, alternately, --runs times.
+Prints the median seconds of each and what the plot adds (matplotlib's import
+included, which every --plot run pays), checks that every run wrote the same bytes,
+and keeps the last figure as docs/hc-v41-flash.png.
 
     python benchmarks/plot_phantom.py [--runs 3] [--out docs/hc-v41-flash.png]
 """
@@ -13,7 +14,6 @@ the `hc inspect --json` run it would be added to (measured in the same run).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import statistics
@@ -28,12 +28,12 @@ CONFIG = ROOT / "sample_configs" / "deepseek-v4.1-flash.json"
 NAME = "deepseek-v4.1-flash-phantom"  # relative, so that the figure's title does not name a temp dir
 
 
-def hc(*args: str, cwd: Path) -> tuple[str, float]:
+def hc(*args: str, cwd: Path) -> tuple[subprocess.CompletedProcess, float]:
     env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     t = time.perf_counter()
-    out = subprocess.run([sys.executable, "-m", "hccli", *args], cwd=cwd, env=env, capture_output=True,
-                         text=True, check=True).stdout
-    return out, time.perf_counter() - t
+    proc = subprocess.run([sys.executable, "-m", "hccli", *args], cwd=cwd, env=env, capture_output=True,
+                          text=True, check=True)
+    return proc, time.perf_counter() - t
 
 
 def main() -> None:
@@ -41,52 +41,32 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "hc-v41-flash.png")
     args = ap.parse_args()
-    sys.path.insert(0, str(ROOT))
-    from hccli.config import load_config
-    from hccli.layers import plan_layers
+    out = args.out.resolve()
 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         hc("make-checkpoint", str(CONFIG), NAME, "--phantom", cwd=work)
-        inspect_s = []
-        for _ in range(args.runs):
-            text, s = hc("inspect", NAME, "--json", cwd=work)
-            inspect_s.append(s)
-        doc = json.loads(text)
-        plan = plan_layers(load_config(work / NAME / "config.json"))
-
-        t = time.perf_counter()
-        import matplotlib.backends.backend_agg  # noqa: F401  (what a first plot pays once)
-        import matplotlib.figure  # noqa: F401
-        import_s = time.perf_counter() - t
-
-        from hccli.plot import plot_style, save_figure
-        from hccli.plot.model import ModelFigureData, draw_model, groups_from_plan, sites_from_json
-
-        # the phantom is written in the release layout: its tensors carry DeepSeek's own names
-        data = ModelFigureData(doc["path"], "release", None, sites_from_json(doc["hc"]), groups_from_plan(plan))
-        draw_s, save_s = [], []
-        for i in range(args.runs + 1):
-            with plot_style():
-                t = time.perf_counter()
-                drawn = draw_model(data)
-                t2 = time.perf_counter()
-                save_figure(drawn.figure, args.out if i == args.runs else work / "x.png")
-                t3 = time.perf_counter()
-            if i:  # the first round warms fonts and caches
-                draw_s.append(t2 - t)
-                save_s.append(t3 - t2)
-    n = sum(1 for k in drawn.arrays if k.startswith("comb/"))
-    w, h = drawn.figure.get_size_inches()
+        hc("inspect", NAME, "--json", cwd=work)  # a first run warms the page cache and font cache
+        plain_s, plot_s, figures, note = [], [], [], ""
+        for i in range(args.runs):
+            _, s = hc("inspect", NAME, "--json", cwd=work)
+            plain_s.append(s)
+            target = out if i == args.runs - 1 else work / f"run{i}.png"
+            proc, s = hc("inspect", NAME, "--json", "--plot", str(target), cwd=work)
+            plot_s.append(s)
+            figures.append(target.read_bytes())
+            note = proc.stderr.strip()
     med = statistics.median
-    total = med(draw_s) + med(save_s)
+    same = all(f == figures[0] for f in figures)
     print(f"{platform.node()} ({os.cpu_count()} cpus, load {os.getloadavg()[0]:.1f}), {args.runs} runs, medians:")
-    print(f"  {n} comb heatmaps, {len(doc['hc'])} sites, figure {w:g} x {h:g} in -> {args.out}")
-    print(f"  matplotlib import (once)   {import_s:6.2f} s")
-    print(f"  draw                       {med(draw_s):6.2f} s")
-    print(f"  save PNG                   {med(save_s):6.2f} s")
-    print(f"  figure (draw + save)       {total:6.2f} s")
-    print(f"  hc inspect --json          {med(inspect_s):6.2f} s  (figure / inspect = {total / med(inspect_s):.2f}x)")
+    print(f"  hc inspect {NAME} --plot {out}")
+    print(f"  {note}; every run wrote the same bytes: {same}")
+    print(f"  hc inspect --json            {med(plain_s):6.2f} s")
+    print(f"  hc inspect --json --plot     {med(plot_s):6.2f} s")
+    print(f"  the plot adds                {med(plot_s) - med(plain_s):6.2f} s  "
+          f"(with plot / without = {med(plot_s) / med(plain_s):.2f}x)")
+    if not same:
+        sys.exit("the figure's bytes differ between runs: the plot is not deterministic")
 
 
 if __name__ == "__main__":

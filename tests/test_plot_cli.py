@@ -237,13 +237,15 @@ def test_hostile_plot_names_are_escaped(mpl, tmp_path):
 
 def test_commands_import_matplotlib_only_for_plot(mpl, tmp_path):
     pytest.importorskip("torch")
+    ck = tiny(tmp_path / "ck")
     code = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
         "from hccli.cli.app import register; app = register()\n"
         "def mpl(): return any(m.split('.')[0] == 'matplotlib' for m in sys.modules)\n"
         "for args in (['count-params'], ['count-params', 'sample_configs/tiny-v4.1.json', '--model', '--json'],\n"
-        "             ['run-kernel', '--impl', 'torch', '--tokens', '2', '--json']):\n"
+        "             ['run-kernel', '--impl', 'torch', '--tokens', '2', '--json'],\n"
+        f"             ['inspect', {str(ck)!r}], ['inspect', {str(ck)!r}, '--json', '--verify']):\n"
         "    r = CliRunner().invoke(app, args)\n"
         "    assert r.exit_code == 0, r.output\n"
         "    print(args[0], mpl())\n"
@@ -252,8 +254,8 @@ def test_commands_import_matplotlib_only_for_plot(mpl, tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
     # the last line shows the probe can see matplotlib once a plot asks for it
-    assert out.stdout.split("\n")[:4] == ["count-params False", "count-params False", "run-kernel False",
-                                          "plot 0 True"], out.stdout + out.stderr
+    assert out.stdout.split("\n")[:6] == ["count-params False", "count-params False", "run-kernel False",
+                                          "inspect False", "inspect False", "plot 0 True"], out.stdout + out.stderr
 
 
 # --- the helper the other commands wire in ---
@@ -323,3 +325,4 @@ def test_diff_never_plots_into_either_checkpoint(mpl, tmp_path):
     r = run_hc("diff", a, a, "--plot", a / "d.png")
     assert r.exit_code == 2 and "hc diff" not in r.stdout and not (a / "d.png").exists()
     assert "checkpoint" in one_line(r) and sorted(p.name for p in a.iterdir()) == before
+

@@ -15,7 +15,7 @@ from hccli.cli.inspect_options import (
     TensorsOpt,
     VerifyOpt,
 )
-from hccli.cli.options import JsonOpt
+from hccli.cli.options import JsonOpt, PlotOpt
 from hccli.errors import EXIT_FINDINGS
 
 EPILOG = """Examples:
@@ -37,6 +37,8 @@ EPILOG = """Examples:
   hc inspect model-Q4_K_M.gguf --verify             # a GGUF (or a folder / first part of a split set)
 
   hc inspect model.gguf --config config.json        # layer plan and inventory from the release config
+
+  hc inspect /tmp/tiny --plot hc.png                # every site's comb as a heatmap, scales by layer
 """
 
 
@@ -52,6 +54,7 @@ def inspect_cmd(
     limit: LimitOpt = 50,
     hc_layer: HcLayerOpt = None,
     json_out: JsonOpt = False,
+    plot: PlotOpt = None,
 ) -> None:
     """Read a checkpoint's headers (never its weights) and show what it holds.
 
@@ -61,6 +64,14 @@ def inspect_cmd(
     the comb matrix the base alone yields (mixes = 0). Nothing is ever written into
     the checkpoint's directory.
     """
+    from pathlib import Path
+
+    # a local checkpoint's folder is never written into; a hub name is no local path
+    guard = Path(path) if plot is not None and Path(path).exists() else None
+    if plot is not None:
+        from hccli.cli.options import check_plot
+
+        check_plot(plot, forbidden_dir=guard)  # before any work: nothing printed when refused
     from hccli.cli import render_inspect
     from hccli.cli.output import emit_json, note, progress_bar, safe, show
     from hccli.inspect_report import build_inspect
@@ -76,11 +87,23 @@ def inspect_cmd(
             note(f"[yellow]warning:[/] shard not read: {safe(s.error or s.file)}")
         if len(unreadable) > 5:
             note(f"[yellow]warning:[/] ... and {len(unreadable) - 5} more shards not read (--verify lists all)")
+    doc = report.document() if json_out or plot is not None else None
+    figure = None
+    if plot is not None:
+        from hccli.plot.model import inspect_figure_data
+
+        # from the document --json prints, before any output: a checkpoint without HC values fails here
+        figure = inspect_figure_data(doc, report.ckpt.config)
     if json_out:
-        emit_json(report.document())
+        emit_json(doc)
     else:
         filters = ", ".join(f for f in (f"name {name}" if name else "", f"dtype {dtype}" if dtype else "",
                                         "layers selected" if layer is not None else "") if f)
         show(*render_inspect.renderables(report, limit=limit, detail=hc_layer is not None, filters=filters))
+    if figure is not None:
+        from hccli.plot import write_plot
+        from hccli.plot.model import plot_model
+
+        note(safe(write_plot(plot, plot_model, figure, forbidden_dir=guard)), wrap=False)
     if report.errors:
         raise typer.Exit(EXIT_FINDINGS)

@@ -77,6 +77,7 @@ class ModelFigureData:
     revision: str | None
     sites: tuple[SiteValues, ...]
     groups: tuple[GroupRow, ...] = ()  # the layer plan's; layers in no group are drawn after them
+    plan_note: str = ""  # said in the figure when the groups are not the config's plan
 
     def __post_init__(self) -> None:
         if not self.sites:
@@ -96,6 +97,42 @@ def groups_from_plan(plan: Any) -> tuple[GroupRow, ...]:
 
 def sites_from_json(entries: Iterable[Any], where: str = "hc") -> tuple[SiteValues, ...]:
     return tuple(SiteValues.from_json(e, f"{where}[{i}]") for i, e in enumerate(entries))
+
+
+NO_PLAN_NOTE = ("no usable config: layer roles unknown, so the backbone is one group and the stages another "
+                "(--config config.json gives the layer plan)")
+
+
+def groups_without_plan(sites: Sequence[SiteValues]) -> tuple[GroupRow, ...]:
+    """What can be grouped without a config: the backbone layers, then the stages."""
+    out = []
+    for stage, desc in ((False, "backbone, roles unknown (no config)"), (True, "stages")):
+        layers = sorted({s.layer for s in sites if s.is_stage == stage and s.comb is not None})
+        if layers:
+            label = f"{layers[0]}-{layers[-1]}" if len(layers) > 1 else str(layers[0])
+            out.append(GroupRow(label, desc, tuple(LayerSlot(i, "stage" if stage else "") for i in layers)))
+    return tuple(out)
+
+
+def inspect_figure_data(document: Any, config: Any = None) -> ModelFigureData:
+    """The figure of `hc inspect --plot`, from the InspectDocument that `--json` prints (its
+    `hc` entries through the same JSON conversion, so that what is drawn is what is printed)
+    and the checkpoint's ModelConfig, whose layer plan lays out the grid; None without one."""
+    from hccli.jsonable import to_jsonable
+
+    sites = sites_from_json(to_jsonable(list(document.hc)))
+    remote = document.remote
+    revision = None
+    if remote is not None:  # a local checkpoint has no revision to name
+        revision = remote.revision if not remote.sha or remote.sha == remote.revision \
+            else f"{remote.revision} ({remote.sha[:12]})"
+    if config is not None:
+        from hccli.layers import plan_layers
+
+        return ModelFigureData(document.path, document.dialect.name, revision, sites,
+                               groups_from_plan(plan_layers(config)))
+    return ModelFigureData(document.path, document.dialect.name, revision, sites, groups_without_plan(sites),
+                           NO_PLAN_NOTE)
 
 
 def _rows(data: ModelFigureData) -> list[tuple[str, str, list[LayerSlot]]]:
@@ -158,6 +195,9 @@ def draw_model(data: ModelFigureData) -> Drawn:
              f"comb matrix each site's base gives at zero mixes (hc {'/'.join(map(str, hcs)) or '?'}; "
              f"{sum(len(r[2]) for r in rows)} layers with a comb, {n_stage} stages framed green); "
              "label and frame colour: the layer's role", fontsize=8, va="top", color="#444444")
+    if data.plan_note:
+        fig.text(margin / width, 1 - 0.70 / height, clean_text(data.plan_note, 200), fontsize=7.5, va="top",
+                 color="#b22222", parse_math=False, gid="plan-note")
 
     lo, hi = _norm_limits(data.sites)
     from matplotlib.colors import Normalize
