@@ -27,7 +27,7 @@ from hccli.vocab import (
     MAX_HC_MULT,
     SITE_ORDER,
     STAGE,
-    hc_from_mix_width,  # noqa: F401 - kernels/run.py imports it from here until it moves to vocab
+    hc_from_mix_width,
     HcName,
     hc_tensor_name,
     mix_width,
