@@ -55,7 +55,6 @@ def inspect_cmd(
     the comb matrix the base alone yields (mixes = 0). Nothing is ever written into
     the checkpoint's directory.
     """
-    from hccli.cli import render_inspect
     from hccli.cli.output import emit_json, note, progress_bar, safe, show
     from hccli.inspect_report import build_inspect
 
@@ -73,6 +72,8 @@ def inspect_cmd(
     if json_out:
         emit_json(report.document())
     else:
+        from hccli.cli import render_inspect  # rich's tables and trees: --json never loads them
+
         filters = ", ".join(f for f in (f"name {name}" if name else "", f"dtype {dtype}" if dtype else "",
                                         "layers selected" if layer is not None else "") if f)
         show(*render_inspect.renderables(report, limit=limit, detail=hc_layer is not None, filters=filters))
