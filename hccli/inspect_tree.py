@@ -59,22 +59,29 @@ def build_tree(tensors: dict) -> list[TreeNode]:
     """Collapse repeated layers: `layers.[0-39] x40` with the tensors every member
     holds, and the exceptions (`in 2,8,14,20`); inner numbers (experts) collapse too."""
     tops: dict[str, list] = {}  # key -> [members, templates, first info]
+    # A name's rest after the member number repeats in every member: its template once per rest.
+    rests: dict[str, tuple[str, list[int]]] = {}
     for name, (_, t) in tensors.items():
-        parts = name.split(".")
-        if len(parts) > 2 and parts[1].isdigit():
+        parts = name.split(".", 2)
+        if len(parts) == 3 and parts[1].isdigit():
             top = tops.get(parts[0])
             if top is None:
                 top = tops[parts[0]] = [set(), {}, t]
             member = int(parts[1])
             top[0].add(member)
-            rest = parts[2:]
-            inner = [int(p) for p in rest if p.isdigit()]
-            tpl = ".".join(["#" if p.isdigit() else p for p in rest]) if inner else ".".join(rest)
+            known = rests.get(parts[2])
+            if known is None:
+                rest = parts[2].split(".")
+                inner = [int(p) for p in rest if p.isdigit()]
+                known = rests[parts[2]] = (".".join(["#" if p.isdigit() else p for p in rest]) if inner
+                                           else parts[2], inner)
+            tpl, inner = known
             entry = top[1].get(tpl)
             if entry is None:
                 entry = top[1][tpl] = [set(), set(), 0, set()]
             entry[0].add(member)
-            entry[1].update(inner)
+            if inner:
+                entry[1].update(inner)
             entry[2] += 1
             entry[3].add((t.dtype, t.shape))
         else:

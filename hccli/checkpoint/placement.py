@@ -37,7 +37,8 @@ def placement_findings(ckpt: Checkpoint) -> list[Finding]:
         return []
     published = {t.name: inv.shard_file(t) for t in inv.tensors}
     have = ckpt.tensors()
-    moved = [n for n, (s, _) in have.items() if n in published and _base(s.file) != published[n]]
+    base = {s.file: _base(s.file) for s in ckpt.shards}  # a PurePosixPath per shard, not per tensor
+    moved = [n for n, (s, _) in have.items() if n in published and base[s.file] != published[n]]
     out: list[Finding] = []
     if moved or len(ckpt.shards) != release.shards:
         n = moved[0] if moved else None
