@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import repeat
 from pathlib import Path, PurePosixPath
@@ -263,8 +262,25 @@ def _read_headers(store: Store, names: list[tuple[str, bool]],
     with gc_paused():  # the headers' ~100k entries: see gc_paused
         if store.workers <= 1 or len(names) <= 1:
             return [counted(item) for item in names]
+        from concurrent.futures import ThreadPoolExecutor
+
         with ThreadPoolExecutor(min(store.workers, len(names))) as pool:
             return list(pool.map(counted, names))
+
+
+class _Now:
+    """A call made at once, kept as a future's result() is: a local store reads in this thread."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any):
+        try:
+            self._value, self._error = fn(*args), None
+        except Exception as exc:  # raised where the result is asked for, as from a future
+            self._value, self._error = None, exc
+
+    def result(self) -> Any:
+        if self._error is not None:
+            raise self._error
+        return self._value
 
 
 def open_checkpoint(
@@ -282,10 +298,17 @@ def open_checkpoint(
         names: list[tuple[str, bool]] = [(entry, False)]  # type: ignore[list-item]
     else:
         # the index and config.json are two round trips on a hub: let them overlap
-        with ThreadPoolExecutor(2 if store.workers > 1 else 1) as pool:
-            idx_future = pool.submit(read_index_bytes, store, entry, kind == "index")
-            cfg_future = pool.submit(store.read_small, "config.json", CONFIG_CAP, "a model config.json") \
-                if config is None else None
+        run: Callable[..., Any] = _Now
+        if store.workers > 1:
+            from concurrent.futures import ThreadPoolExecutor  # with logging: ~7 ms a local store never needs
+
+            pool = ThreadPoolExecutor(2)
+            run = pool.submit
+        idx_future = run(read_index_bytes, store, entry, kind == "index")
+        cfg_future = run(store.read_small, "config.json", CONFIG_CAP, "a model config.json") \
+            if config is None else None
+        if run is not _Now:
+            pool.shutdown(wait=True)
         raw = idx_future.result()
         if raw is not None:
             index = parse_index(raw, store.display(entry))  # type: ignore[arg-type]
