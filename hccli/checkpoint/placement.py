@@ -58,7 +58,8 @@ def placement_findings(ckpt: Checkpoint) -> list[Finding]:
     release = inv.release
     if release is None:
         return []
-    published = {t.name: inv.shard_file(t) for t in inv.tensors}
+    files: dict[int, str] = {}  # a file name per shard, not per tensor
+    published = {t.name: files.get(t.shard) or files.setdefault(t.shard, inv.shard_file(t)) for t in inv.tensors}
     have = ckpt.tensors()
     base = {s.file: _base(s.file) for s in ckpt.shards}  # a PurePosixPath per shard, not per tensor
     moved = [n for n, (s, _) in have.items() if n in published and base[s.file] != published[n]]
