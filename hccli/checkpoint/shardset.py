@@ -82,11 +82,19 @@ class Checkpoint:
             self._tensors = out
         return self._tensors
 
-    def occurrences(self) -> dict[str, list[Shard]]:
-        out: dict[str, list[Shard]] = {}
-        for s in self.readable():
-            for t in s.header.tensors:
-                out.setdefault(t.name, []).append(s)
+    def occurrences(self) -> dict[str, tuple[Shard, ...]]:
+        """The shards holding each tensor name, in shard order."""
+        out: dict[str, tuple[Shard, ...]] = {}
+        with gc_paused():
+            for s in self.readable():
+                by_name = s.header.by_name
+                one = (s,)  # shared by every name only this shard holds: no container per tensor
+                if out.keys().isdisjoint(by_name):
+                    out.update(dict.fromkeys(by_name, one))
+                else:
+                    for name in by_name:
+                        seen = out.get(name)
+                        out[name] = one if seen is None else seen + one
         return out
 
     @property
