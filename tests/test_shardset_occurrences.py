@@ -4,6 +4,7 @@ unindexed and wrong-shard findings read it)."""
 from __future__ import annotations
 
 from ckpt_tools import write_shard
+
 from hccli.checkpoint.shardset import open_checkpoint
 
 

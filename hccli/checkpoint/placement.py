@@ -42,7 +42,9 @@ def _header_size(plan, sizes: list[int]) -> int:
         ends = list(accumulate(sizes))
         n = len(tensors)
         # json.dumps of a list is "[" + its items' JSON joined by "," + "]", n - 1 commas
-        items = lambda values: len(json.dumps(values, **_COMPACT).encode("utf-8")) - 1 - n  # noqa: E731
+        def items(values: list) -> int:
+            return len(json.dumps(values, **_COMPACT).encode("utf-8")) - 1 - n
+
         body += (n - 1) + n * _PER_ENTRY + items([t.name for t in tensors]) + sum(len(t.dtype) for t in tensors) \
             + items([t.shape for t in tensors]) + items(list(zip([0, *ends[:-1]], ends)))
     return 8 + body + (-body % 8)

@@ -308,7 +308,8 @@ def open_checkpoint(
         # the index and config.json are two round trips on a hub: let them overlap
         run: Callable[..., Any] = _Now
         if store.workers > 1:
-            from concurrent.futures import ThreadPoolExecutor  # with logging: ~7 ms a local store never needs
+            # here: with logging, ~7 ms of imports that a local store never needs
+            from concurrent.futures import ThreadPoolExecutor
 
             pool = ThreadPoolExecutor(2)
             run = pool.submit

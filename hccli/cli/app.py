@@ -18,11 +18,11 @@ import sys
 _gc_on = gc.isenabled()
 gc.disable()
 
-import typer  # noqa: E402
-from typer.core import TyperGroup  # noqa: E402
+import typer
+from typer.core import TyperGroup
 
-from hccli import __version__  # noqa: E402
-from hccli.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, HcError  # noqa: E402
+from hccli import __version__
+from hccli.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, HcError
 
 if _gc_on:
     gc.enable()  # a library user's (or a test's) process keeps its GC

@@ -72,7 +72,8 @@ def inspect_cmd(
     if json_out:
         emit_json(report.document())
     else:
-        from hccli.cli import render_inspect  # rich's tables and trees: --json never loads them
+        # rich's tables and trees: --json never loads them
+        from hccli.cli import render_inspect
 
         filters = ", ".join(f for f in (f"name {name}" if name else "", f"dtype {dtype}" if dtype else "",
                                         "layers selected" if layer is not None else "") if f)
