@@ -60,11 +60,17 @@ def placement_findings(ckpt: Checkpoint) -> list[Finding]:
     release = inv.release
     if release is None:
         return []
-    files: dict[int, str] = {}  # a file name per shard, not per tensor
-    published = {t.name: files.get(t.shard) or files.setdefault(t.shard, inv.shard_file(t)) for t in inv.tensors}
     have = ckpt.tensors()
     base = {s.file: _base(s.file) for s in ckpt.shards}  # a PurePosixPath per shard, not per tensor
-    moved = [n for n, (s, _) in have.items() if n in published and base[s.file] != published[n]]
+    files: dict[int, str] = {}  # a published file name per shard, not per tensor
+    published: dict[str, str] = {}  # of the moved tensors only: no second table of ~100k names
+    for t in inv.tensors:
+        found = have.get(t.name)
+        if found is not None:
+            file = files.get(t.shard) or files.setdefault(t.shard, inv.shard_file(t))
+            if base[found[0].file] != file:
+                published[t.name] = file
+    moved = [n for n in have if n in published] if published else []  # in the checkpoint's order
     out: list[Finding] = []
     if moved or len(ckpt.shards) != release.shards:
         n = moved[0] if moved else None
