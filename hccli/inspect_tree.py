@@ -62,6 +62,8 @@ def build_tree(tensors: dict) -> list[TreeNode]:
     """Collapse repeated layers: `layers.[0-39] x40` with the tensors every member
     holds, and the exceptions (`in 2,8,14,20`); inner numbers (experts) collapse too."""
     tops: dict[str, list] = {}  # key -> [members, templates, first info]
+    # A name's rest after the member number repeats in every member: its template once per rest.
+    rests: dict[str, tuple[str, list[int]]] = {}
     for name, (_, t) in tensors.items():
         parts = name.split(".")
         # the member number follows the root (layers.3, blk.3) or a prefixed root (model.layers.3)
@@ -74,14 +76,19 @@ def build_tree(tensors: dict) -> list[TreeNode]:
                 top = tops[key] = [set(), {}, t]
             member = int(parts[i])
             top[0].add(member)
-            rest = parts[i + 1:]
-            inner = [int(p) for p in rest if p.isdigit()]
-            tpl = ".".join(["#" if p.isdigit() else p for p in rest]) if inner else ".".join(rest)
+            known = rests.get(".".join(parts[i + 1:]))
+            if known is None:
+                rest = parts[i + 1:]
+                inner = [int(p) for p in rest if p.isdigit()]
+                known = rests[".".join(rest)] = (".".join(["#" if p.isdigit() else p for p in rest]) if inner
+                                                 else ".".join(rest), inner)
+            tpl, inner = known
             entry = top[1].get(tpl)
             if entry is None:
                 entry = top[1][tpl] = [set(), set(), 0, set()]
             entry[0].add(member)
-            entry[1].update(inner)
+            if inner:
+                entry[1].update(inner)
             entry[2] += 1
             entry[3].add((t.dtype, t.shape))
         else:

@@ -8,12 +8,14 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import unquote, urlparse
+
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 

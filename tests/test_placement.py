@@ -64,3 +64,24 @@ def test_no_placement_finding_without_a_release(tmp_path):
         {n: "x.safetensors" for n, f in d["weight_map"].items() if f == "model-00014-of-00014.safetensors"}))
     code, found, everything = verify(ck)
     assert code == 0 and found == [] and everything == []
+
+
+def test_the_expected_header_size_is_that_of_the_serializers_header():
+    # placement compares file sizes with a size it computes without writing the header out
+    from types import SimpleNamespace
+
+    from hccli.checkpoint.placement import _header_size
+    from hccli.config import load_config
+    from hccli.inventory import build_inventory
+    from hccli.synth import plan_shards, shard_header
+
+    plans = plan_shards(build_inventory(load_config(SAMPLES / "deepseek-v4-flash.json")))
+    spec = plans[0].tensors[0]
+    odd = [SimpleNamespace(name=n, dtype=d, shape=s, nbytes=b) for n, d, s, b in [
+        ('q"uote\\\\ü€\\n', "F32", (3, 1), 12), ("e", "BF16", (), 2), ("z", "I8", (0, 7), 0)]]
+    for plan in [plans[0], plans[-1], SimpleNamespace(tensors=()), SimpleNamespace(tensors=(spec,)),
+                 SimpleNamespace(tensors=tuple(odd))]:
+        sizes = [t.nbytes for t in plan.tensors]
+        want = len(header_bytes([(t.name, t.dtype, t.shape, t.nbytes) for t in plan.tensors]))
+        assert _header_size(plan, sizes) == want
+    assert _header_size(plans[0], [t.nbytes for t in plans[0].tensors]) == len(shard_header(plans[0]))

@@ -34,6 +34,7 @@ _ODD_ESCAPE = re.compile(r"\\u(?:[dD][89a-fA-F]|00(?:2[dD]|3[aA]))")
 _ODD_ESCAPE_BYTES = re.compile(_ODD_ESCAPE.pattern.encode())
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
 _METADATA_FIRST = re.compile(rb'[ \t\n\r]*\{[ \t\n\r]*"__metadata__"[ \t\n\r]*:[ \t\n\r]*')
+_DTYPE_NAMES = {d: d for d in DTYPES}
 _MAX_SPAN = U64_MAX >> 3  # the reference checks bits = elements * width <= u64; bits = 8 * span
 
 
@@ -138,9 +139,14 @@ def _assemble(entries: dict[str, Any], dtypes: list, shapes: list, offsets: list
               n: int, file_size: int, name: str) -> Header | None:
     """Apply the reference's per-entry rules and the tiling rule to whole columns. Raises
     TypeError for columns of the wrong types."""
-    widths = list(map(DTYPES.get, dtypes))  # TypeError for an unhashable dtype
-    if None in widths:
+    # One str object per dtype name and one tuple per distinct shape, shared by every entry that has
+    # it (experts repeat a few shapes thousands of times): ~10 MB less for a 100k-tensor checkpoint.
+    dtypes = list(map(_DTYPE_NAMES.get, dtypes))  # TypeError for an unhashable dtype
+    if None in dtypes:
         return None
+    widths = list(map(DTYPES.__getitem__, dtypes))
+    seen: dict[tuple[int, ...], tuple[int, ...]] = {}
+    shapes = list(map(seen.setdefault, shapes, shapes))
     begins, ends = list(map(_FIRST, offsets)), list(map(_SECOND, offsets))
     spans = list(map(sub, ends, begins))
     # Tiling from 0 to the end of the file keeps every end within the file: the file's data size

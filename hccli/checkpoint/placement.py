@@ -8,6 +8,8 @@ download manifests with the release should know.
 
 from __future__ import annotations
 
+import json
+from itertools import accumulate
 from pathlib import PurePosixPath
 
 from hccli.checkpoint.shardset import Checkpoint
@@ -25,19 +27,50 @@ def _base(file: str) -> str:
     return PurePosixPath(file.replace("\\", "/")).name
 
 
+# What one entry adds to the compact JSON besides its name, dtype, shape and offsets:
+# "name":{"dtype":"F32","shape":[4],"data_offsets":[0,16]} less "name", F32, [4] and [0,16].
+_PER_ENTRY = len(':{"dtype":"","shape":,"data_offsets":}')
+_COMPACT = {"separators": (",", ":"), "ensure_ascii": False}
+
+
+def _header_size(plan, sizes: list[int]) -> int:
+    """len(synth.shard_header(plan)), padding and length field included, from three C-encoded
+    lists instead of a dict per tensor (~10x faster on a 2,000-tensor shard)."""
+    tensors = plan.tensors
+    body = 2  # {}
+    if tensors:
+        ends = list(accumulate(sizes))
+        n = len(tensors)
+        # json.dumps of a list is "[" + its items' JSON joined by "," + "]", n - 1 commas
+        def items(values: list) -> int:
+            return len(json.dumps(values, **_COMPACT).encode("utf-8")) - 1 - n
+
+        body += (n - 1) + n * _PER_ENTRY + items([t.name for t in tensors]) + sum(len(t.dtype) for t in tensors) \
+            + items([t.shape for t in tensors]) + items(list(zip([0, *ends[:-1]], ends)))
+    return 8 + body + (-body % 8)
+
+
 def placement_findings(ckpt: Checkpoint) -> list[Finding]:
     if ckpt.config is None:
         return []
     from hccli.inventory import build_inventory
-    from hccli.synth import plan_shards, shard_header
+    from hccli.synth import plan_shards
 
     inv = build_inventory(ckpt.config)
     release = inv.release
     if release is None:
         return []
-    published = {t.name: inv.shard_file(t) for t in inv.tensors}
     have = ckpt.tensors()
-    moved = [n for n, (s, _) in have.items() if n in published and _base(s.file) != published[n]]
+    base = {s.file: _base(s.file) for s in ckpt.shards}  # a PurePosixPath per shard, not per tensor
+    files: dict[int, str] = {}  # a published file name per shard, not per tensor
+    published: dict[str, str] = {}  # of the moved tensors only: no second table of ~100k names
+    for t in inv.tensors:
+        found = have.get(t.name)
+        if found is not None:
+            file = files.get(t.shard) or files.setdefault(t.shard, inv.shard_file(t))
+            if base[found[0].file] != file:
+                published[t.name] = file
+    moved = [n for n in have if n in published] if published else []  # in the checkpoint's order
     out: list[Finding] = []
     if moved or len(ckpt.shards) != release.shards:
         n = moved[0] if moved else None
@@ -51,7 +84,8 @@ def placement_findings(ckpt: Checkpoint) -> list[Finding]:
         shard = by_file.get(plan.file)
         if shard is None or shard.header is None:
             continue
-        expected = len(shard_header(plan)) + sum(t.nbytes for t in plan.tensors)
+        sizes = [t.nbytes for t in plan.tensors]
+        expected = _header_size(plan, sizes) + sum(sizes)
         actual = shard.header.file_size
         if actual != expected:
             out.append(_finding(f"{shard.file} is {actual:,} bytes; the published {release.name} file is "

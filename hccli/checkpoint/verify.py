@@ -103,7 +103,8 @@ def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
         _each(out, "unindexed_tensor", unindexed,
               lambda n: f"tensor '{n}' in {occ[n][0].file} is not in the index")
         wrong = sorted(n for n, shards in occ.items()
-                       if n in wm and len(shards) == 1 and _norm(wm[n]) != _norm(shards[0].file))
+                       if n in wm and len(shards) == 1 and wm[n] != shards[0].file
+                       and _norm(wm[n]) != _norm(shards[0].file))  # equal names need no PurePosixPath
         _each(out, "wrong_shard", wrong,
               lambda n: f"tensor '{n}' is in {occ[n][0].file}; the index says {wm[n]}")
         for s in ckpt.shards:
@@ -283,10 +284,21 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
     add("unexpected_tensor", sorted(n for n in have if n not in inv),
         lambda n: f"'{shown(n)}' in {have[n][0].file} is not implied by the config",
         lambda n: all_exact)
-    add("wrong_shape", [n for n, t in inv.items() if n in have and tuple(have[n][1].shape) != t.shape],
+    # one pass over ~100k names for both checks, each tensor looked up once
+    bad_shape: list[str] = []
+    bad_dtype: list[str] = []
+    for n, t in inv.items():
+        found = have.get(n)
+        if found is not None:
+            info = found[1]
+            if tuple(info.shape) != t.shape:
+                bad_shape.append(n)
+            if t.dtype and info.dtype != t.dtype:
+                bad_dtype.append(n)
+    add("wrong_shape", bad_shape,
         lambda n: f"'{shown(n)}' has shape {list(have[n][1].shape)}; the config implies {list(inv[n].shape)}",
         lambda n: inv[n].exact)
-    add("wrong_dtype", [n for n, t in inv.items() if n in have and t.dtype and have[n][1].dtype != t.dtype],
+    add("wrong_dtype", bad_dtype,
         lambda n: f"'{shown(n)}' is {have[n][1].dtype}; the config implies {inv[n].dtype}",
         lambda n: inv[n].exact)
     if unmapped:

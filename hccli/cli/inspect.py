@@ -72,7 +72,6 @@ def inspect_cmd(
         from hccli.cli.options import check_plot
 
         check_plot(plot, forbidden_dir=guard)  # before any work: nothing printed when refused
-    from hccli.cli import render_inspect
     from hccli.cli.output import emit_json, note, progress_bar, safe, show
     from hccli.inspect_report import build_inspect
 
@@ -97,6 +96,9 @@ def inspect_cmd(
     if json_out:
         emit_json(doc)
     else:
+        # rich's tables and trees: --json never loads them
+        from hccli.cli import render_inspect
+
         filters = ", ".join(f for f in (f"name {name}" if name else "", f"dtype {dtype}" if dtype else "",
                                         "layers selected" if layer is not None else "") if f)
         show(*render_inspect.renderables(report, limit=limit, detail=hc_layer is not None, filters=filters))

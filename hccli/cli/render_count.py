@@ -4,15 +4,17 @@ titles and sentences live here, not in the core."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
-from rich.table import Table
-from rich.text import Text
+from rich.text import Text  # rich.console loads it anyway
 
 from hccli.accounting import SelectionLine
 from hccli.cli.output import safe
 from hccli.count_report import CountReport
 from hccli.jsonable import to_jsonable
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 SITE_TITLES = {"attn": "attention site", "ffn": "FFN site", "head": "head mix"}
 HC_TITLES = {
@@ -66,6 +68,8 @@ NUMBER = {"no_wrap": True, "overflow": "fold", "justify": "right"}
 
 
 def _table(title: str, *columns: tuple[str, dict[str, Any]]) -> Table:
+    from rich.table import Table  # here: --json starts without rich's tables (~6 ms)
+
     t = Table(title=title, title_justify="left", show_edge=False)
     for name, kind in columns:
         t.add_column(name, **kind)

@@ -1,0 +1,90 @@
+"""The index's fast path (msgspec) against its careful path (json): the same Index or the same
+one-line error for every document, and the fast path taken for an ordinary index."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hccli.checkpoint import shardset
+from hccli.errors import HcError
+
+msgspec = pytest.importorskip("msgspec")
+
+
+def _careful(raw: bytes, monkeypatch) -> object:
+    with monkeypatch.context() as m:
+        m.setattr(shardset, "_index_decoder", lambda: None)
+        return _outcome(raw)
+
+
+def _outcome(raw: bytes) -> object:
+    try:
+        idx = shardset.parse_index(raw, "idx.json")
+    except HcError as exc:
+        return ("error", exc.message)
+    # item order too: the shard plan follows the weight map's order
+    return (list(idx.weight_map.items()), idx.total_size, json.dumps(idx.metadata))
+
+
+def test_an_ordinary_index_takes_the_fast_path():
+    raw = json.dumps({"metadata": {"total_size": 12}, "weight_map": {"a.weight": "s1", "b": "s2"}}).encode()
+    assert shardset._parse_index_fast(raw) == ({"a.weight": "s1", "b": "s2"}, {"total_size": 12})
+    idx = shardset.parse_index(raw, "x")
+    assert idx.total_size == 12 and idx.weight_map == {"a.weight": "s1", "b": "s2"}
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"weight_map": {"a": "1", "a": "2", "b": "3"}, "metadata": {"total_size": 0}}',  # repeated key: last wins
+    b'{"weight_map": {"a": "1"}, "weight_map": {"b": "2"}}',
+    b'{"weight_map": {"a": 1}}',
+    b'{"weight_map": {"a": null}}',
+    b'{"weight_map": []}',
+    b'{"metadata": {}}',
+    b'[]',
+    b'{"weight_map": {}, "metadata": "x"}',
+    b'{"weight_map": {}, "metadata": 0}',
+    b'{"weight_map": {}, "metadata": null}',
+    b'{"weight_map": {}, "metadata": {"total_size": -1}}',
+    b'{"weight_map": {}, "metadata": {"total_size": true}}',
+    b'{"weight_map": {}, "metadata": {"total_size": 1.5}}',
+    b'{"weight_map": {}, "metadata": {"total_size": 18446744073709551616}}',
+    b'{"weight_map": {}, "metadata": {"total_size": 1' + b"0" * 40 + b'}}',
+    b'{"weight_map": {}, "extra": 1' + b"0" * 40 + b'}',  # an unknown key's number is still checked
+    b'{"weight_map": {}, "extra": NaN}',
+    b'{"weight_map": {"\\ud800": "s"}}',  # a lone surrogate: json takes it
+    b'{"weight_map": {"\xc3\xa9\\u00e9": "s"}}',
+    b'{"weight_map": {"a": "\xff"}}',
+    b'\xef\xbb\xbf{"weight_map": {}}',
+    b'{"weight_map": {}} x',
+    b'{"weight_map": {}, "metadata": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+    b"",
+])
+def test_fast_and_careful_paths_agree(raw, monkeypatch):
+    assert _outcome(raw) == _careful(raw, monkeypatch)
+
+
+_names = st.text(st.characters(codec="utf-8"), max_size=8)
+_values = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(allow_nan=False),
+                    _names, st.lists(st.integers(), max_size=3), st.dictionaries(_names, _names, max_size=3))
+
+
+@settings(max_examples=200, deadline=None)
+@given(wm=st.dictionaries(_names, st.one_of(_names, _values), max_size=6),
+       meta=st.one_of(_values, st.dictionaries(st.sampled_from(["total_size", "format", "x"]), _values, max_size=3)),
+       extra=st.dictionaries(st.sampled_from(["weight_map", "metadata", "other"]), _values, max_size=2),
+       dup=st.booleans())
+def test_fast_and_careful_paths_agree_on_generated_indexes(wm, meta, extra, dup):
+    body = json.dumps({"weight_map": wm, "metadata": meta})
+    if extra:  # after the real keys: a repeated weight_map or metadata replaces them
+        body = body[:-1] + ", " + json.dumps(extra)[1:]
+    if dup and wm:  # a key written twice inside the weight map
+        k, v = next(iter(wm.items()))
+        body = body.replace('"weight_map": {', '"weight_map": {' + json.dumps(k) + ": " + json.dumps(v) + ", ", 1)
+    raw = body.encode()
+    with pytest.MonkeyPatch.context() as m:
+        careful = _careful(raw, m)
+    assert _outcome(raw) == careful
