@@ -86,3 +86,32 @@ def run_hc(*args: str) -> Result:
 @pytest.fixture
 def hc():
     return run_hc
+
+
+# --- plots: matplotlib, or the test is skipped; and a spy on what a plot_X function drew ---
+
+@pytest.fixture(scope="session")
+def mpl():
+    return pytest.importorskip("matplotlib")
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """Calls through to a plot_X function and keeps what it drew, so that a test can
+    compare it with the JSON the same command printed."""
+    drawn = []
+
+    def install(module: str, name: str):
+        import importlib
+
+        mod = importlib.import_module(module)
+        real = getattr(mod, name)
+
+        def recording(data, path, **kw):
+            drawn.append(real(data, path, **kw))
+            return drawn[-1]
+
+        monkeypatch.setattr(mod, name, recording)
+        return drawn
+
+    return install

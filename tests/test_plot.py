@@ -22,11 +22,6 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture(scope="module")
-def mpl():
-    return pytest.importorskip("matplotlib")
-
-
-@pytest.fixture(scope="module")
 def tiny_inspect(tmp_path_factory):
     ck = tiny(tmp_path_factory.mktemp("ck") / "tiny")
     r = run_hc("inspect", ck, "--json")

@@ -21,33 +21,6 @@ TINY = SAMPLES / "tiny-v4.1.json"
 NOTE = re.compile(r"^wrote (.+) \((\d+)x(\d+) PNG\)$")
 
 
-@pytest.fixture(scope="module")
-def mpl():
-    return pytest.importorskip("matplotlib")
-
-
-@pytest.fixture
-def spy(monkeypatch):
-    """Calls through to a plot_X function and keeps what it drew, so that a test can
-    compare it with the JSON the same command printed."""
-    drawn = []
-
-    def install(module: str, name: str):
-        import importlib
-
-        mod = importlib.import_module(module)
-        real = getattr(mod, name)
-
-        def recording(data, path, **kw):
-            drawn.append(real(data, path, **kw))
-            return drawn[-1]
-
-        monkeypatch.setattr(mod, name, recording)
-        return drawn
-
-    return install
-
-
 def one_line(r) -> str:
     assert r.stderr.count("\n") == 1, r.stderr
     return r.stderr.strip()

@@ -16,7 +16,7 @@ import pytest
 from ckpt_tools import tiny
 from conftest import SAMPLES, run_hc
 from test_plot import images_by_gid
-from test_plot_cli import mpl, noted_png, one_line, spy  # noqa: F401  (mpl and spy are fixtures)
+from test_plot_cli import noted_png, one_line
 
 
 def made(tmp_path, config: str):
