@@ -23,7 +23,7 @@ BASELINE = [sys.executable, "-c", "import typer, rich.console"]
 CASES = {
     "count-params (default)": [sys.executable, "-m", "hccli", "count-params"],
     "count-params --json": [sys.executable, "-m", "hccli", "count-params", "--json"],
-    "count-params seed selection": [sys.executable, "-m", "hccli", "count-params", "-g", "2-7", "-r", "reuse",
+    "count-params selection": [sys.executable, "-m", "hccli", "count-params", "-g", "2-7", "-r", "reuse",
                                     "-s", "attn", "-c", "comb"],
 }
 
