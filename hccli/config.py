@@ -16,6 +16,7 @@ absent; unknown keys are tolerated. Every error names the file and the key.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 from pathlib import Path
 
 from hccli import config_bounds as bounds
@@ -117,7 +118,11 @@ def load_config(path: str | Path | None = None) -> ModelConfig:
 
 
 def parse_config(raw: bytes | str, source: str) -> ModelConfig:
-    data = decode_json(raw, source)
+    return config_from_data(decode_json(raw, source), source)
+
+
+def config_from_data(data: Any, source: str) -> ModelConfig:
+    """A decoded config.json (as config_read.decode_json gives it) -> ModelConfig."""
     if isinstance(data, dict) and "layer_types" in data:  # transformers-written: read as the release config it came from
         from hccli.config_hf import is_transformers_config, release_config_from_transformers
 

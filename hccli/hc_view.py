@@ -11,7 +11,6 @@ and the bytes each side read.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 from dataclasses import dataclass, field
@@ -43,7 +42,6 @@ from hccli.vocab import (
 MAX_HC_ELEMENTS = 1 << 26  # a V4-Pro fn is 24 x 4*7168 = 688k; 64M is past any real one
 # --values all decodes this many elements at a time: float64 copies of 32 MB, a few of them live
 CHUNK_ELEMENTS = 1 << 22
-MAX_CONFIG_BYTES = 16 << 20  # a published config.json is a few KB
 _COUNT_LOCK = threading.Lock()  # remote sides read from several threads
 
 
@@ -199,18 +197,14 @@ def read_both(a: HcView, b: HcView, groups: Iterable[list[HcName]]) -> Iterator[
 
 def _read_config(path: Path, explicit: bool) -> tuple[Any, dict | None, str]:
     """(ModelConfig or None, the raw dict or None, a note when it could not be used)."""
-    from hccli.config import parse_config
-    from hccli.config_hf import is_transformers_config, release_config_from_transformers
+    from hccli.config import config_from_data
+    from hccli.config_read import decode_json, read_config_bytes
 
     try:
-        with open(path, "rb") as f:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
-        if len(raw) > MAX_CONFIG_BYTES:
-            raise HcError(f"{path}: larger than {MAX_CONFIG_BYTES:,} bytes; expected a config.json")
-        data = json.loads(raw)
-        if isinstance(data, dict) and is_transformers_config(data):
-            raw = json.dumps(release_config_from_transformers(data, str(path))).encode()
-        return parse_config(raw, str(path)), data if isinstance(data, dict) else None, ""
+        # the config loader's own bounded, non-blocking read and decode; the raw dict is kept
+        # because it tells a transformers save from a prefixed release
+        data = decode_json(read_config_bytes(path), str(path))
+        return config_from_data(data, str(path)), data if isinstance(data, dict) else None, ""
     except (OSError, ValueError, RecursionError, HcError) as exc:
         if explicit:
             raise HcError(getattr(exc, "message", None) or f"{path}: cannot read config ({one_line(str(exc))})") \
