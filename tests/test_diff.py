@@ -327,3 +327,13 @@ def test_remote_gguf_is_read_as_the_local_one(hc, tiny, gguf_of_tiny, monkeypatc
     # the same sites, values, types and HC bytes as the local file: one reading path
     assert remote["sites"] == local["sites"] and remote["bytes_read_b"] == local["bytes_read_b"] > 0
     assert remote["components"] == local["components"] and remote["label_b"] == "hf://org/g"
+
+
+def test_fifo_config_is_refused_without_blocking(hc, tiny, tmp_path):
+    # diff reads configs through the config loader: a FIFO is named, not waited on
+    import os
+
+    fifo = tmp_path / "config.json"
+    os.mkfifo(fifo)
+    r = hc("diff", tiny, tiny, "--config-a", fifo)
+    assert r.exit_code == 2 and "FIFO" in r.stderr and str(fifo) in r.stderr
