@@ -242,6 +242,7 @@ def _op_settings(ckpt: Any, hc: int) -> tuple[int, float, float, str]:
         f"{said('hyper_connection.sinkhorn_iterations', f'{iters} iterations', iters)}, "
         f"{said('hyper_connection.epsilon', f'eps {eps:g}', eps)})")
 
+
 def _apply(params: RunParams, o: Overrides, *, from_checkpoint: bool) -> RunParams:
     """Explicit values override what was found, and say so."""
     if o.hc_mult is not None and from_checkpoint and o.hc_mult != params.hc_mult:
