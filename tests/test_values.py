@@ -201,7 +201,9 @@ def test_sub_byte_dtypes_are_raw_bytes_only():
     assert "F4" not in READABLE_DTYPES and "BF16" in READABLE_DTYPES
 
 
-def test_file_changed_since_the_header_was_read(tmp_path):
+@pytest.mark.parametrize("read", [read_tensor, lambda src, header, name: next(iter_tensor_chunks(src, header, name))],
+                         ids=["whole", "chunks"])
+def test_file_changed_since_the_header_was_read(tmp_path, read):
     path = tmp_path / "grows.safetensors"
     stnp.save_file({"a": np.zeros(2, np.float32)}, str(path))
     with LocalFile(path) as src:
@@ -209,7 +211,7 @@ def test_file_changed_since_the_header_was_read(tmp_path):
     with open(path, "ab") as f:
         f.write(b"more")
     with LocalFile(path) as src, pytest.raises(TensorReadError) as exc:
-        read_tensor(src, header, "a")
+        read(src, header, "a")
     assert exc.value.code == "file_changed" and str(path) in str(exc.value)
 
 
@@ -243,16 +245,7 @@ def test_a_tensor_that_fits_one_chunk_is_one_read(tmp_path):
     assert src.calls == [(header["b"].abs_begin, 14)] and values.tolist() == list(range(7))
 
 
-def test_chunks_check_the_file_and_the_dtype_first(tmp_path):
-    path = tmp_path / "grows.safetensors"
-    stnp.save_file({"a": np.zeros(2, np.float32)}, str(path))
-    with LocalFile(path) as src:
-        header = read_header(src)
-    with open(path, "ab") as f:
-        f.write(b"more")
-    with LocalFile(path) as src, pytest.raises(TensorReadError) as exc:
-        next(iter_tensor_chunks(src, header, "a"))
-    assert exc.value.code == "file_changed"
+def test_chunks_check_the_dtype_first():
     text = json.dumps({"f4": {"dtype": "F4", "shape": [2, 4], "data_offsets": [0, 4]}}).encode()
     data = struct.pack("<Q", len(text)) + text + b"\x12\x34\x56\x78"
     with pytest.raises(TensorReadError) as exc:
