@@ -8,9 +8,7 @@ import fnmatch
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Callable
 
 from hccli.checkpoint.hc import (
     HcSiteTensors,
@@ -20,17 +18,19 @@ from hccli.checkpoint.hc import (
     is_gguf,
     layer_counts,
     op_settings,
-    read_base_scale,
+    read_base_scale_lists,
     site_hc,
 )
 from hccli.checkpoint.shardset import Checkpoint, open_checkpoint
-from hccli.checkpoint.verify import Finding, verify
 from hccli.errors import HcError
-from hccli.inspect_tree import TreeNode, build_tree, by_dtype, logical_params, stored_bytes
+from hccli.inspect_tree import TreeNode, build_tree, by_dtype, logical_params, stored_bytes, totals_from_columns
 from hccli.layers import format_ranges
-from hccli.sinkhorn_np import head_pre, split_sinkhorn
+from hccli.sinkhorn_f32 import head_pre_zero, split_sinkhorn_zero, supports
 from hccli.dialects import DESCRIPTIONS, canonical_name
 from hccli.vocab import BACKBONE, STAGE, owner_of
+
+if TYPE_CHECKING:  # verify's modules load only for --verify
+    from hccli.checkpoint.verify import Finding
 
 
 @dataclass(frozen=True)
@@ -168,8 +168,8 @@ def read_hc_entries(ckpt: Checkpoint, sites: list[HcSiteTensors]) -> list[HcEntr
     # and nothing read: a header past the hc_mult bound may claim gigabytes)
 
     def read(s: HcSiteTensors):
-        base, scale = read_base_scale(ckpt, s)
-        return s, base.reshape(-1), scale.reshape(-1)
+        base, scale = read_base_scale_lists(ckpt, s)
+        return s, base, scale
 
     workers = ckpt.store.workers if ckpt.store is not None else 1
     if workers > 1:  # each read is a round trip: overlap them
@@ -185,29 +185,39 @@ def read_hc_entries(ckpt: Checkpoint, sites: list[HcSiteTensors]) -> list[HcEntr
     for i, (s, base, scale) in enumerate(values):
         by_shape.setdefault((site_hc(s), s.site == "head"), []).append(i)
     for (hc, head), idx in by_shape.items():
-        bases = np.stack([values[i][1] for i in idx])
-        scales = np.stack([values[i][2] for i in idx])
-        with np.errstate(all="ignore"):
-            if head:
-                pre = head_pre(np.zeros_like(bases), scales, bases, eps)
-            else:
-                pre, post, comb = split_sinkhorn(np.zeros_like(bases), scales, bases, hc, iters, eps)
+        bases, scales = [values[i][1] for i in idx], [values[i][2] for i in idx]
+        if head:
+            pre = head_pre_zero(bases, scales, eps)
+        elif supports(hc):
+            pre, post, comb = split_sinkhorn_zero(bases, scales, hc, iters, eps)
+        else:  # no pure halving tree: numpy's op (sinkhorn_np.py)
+            pre, post, comb = _split_sinkhorn_np(bases, scales, hc, iters, eps)
         for row, i in enumerate(idx):
-            s, base, scale = values[i]
-            b = base.tolist()
-            common = (s.layer, s.name, s.site, s.is_stage, scale.tolist(), b)
+            s, b, scale = values[i]
+            common = (s.layer, s.name, s.site, s.is_stage, scale, b)
             if head:
-                out[i] = HcEntry(*common, HeadParts(b), pre[row].tolist())
+                out[i] = HcEntry(*common, HeadParts(b), pre[row])
             else:
                 parts = SplitParts(b[:hc], b[hc:2 * hc], [b[(2 + j) * hc:(3 + j) * hc] for j in range(hc)])
-                out[i] = HcSplitEntry(*common, parts, pre[row].tolist(), post[row].tolist(), comb[row].tolist())
+                out[i] = HcSplitEntry(*common, parts, pre[row], post[row], comb[row])
     return [out[i] for i in sorted(out)]
+
+
+def _split_sinkhorn_np(bases: list, scales: list, hc: int, iters: int, eps: float) -> tuple[list, list, list]:
+    import numpy as np
+
+    from hccli.sinkhorn_np import split_sinkhorn
+
+    b = np.array(bases, dtype=np.float32)
+    with np.errstate(all="ignore"):
+        pre, post, comb = split_sinkhorn(np.zeros_like(b), np.array(scales, dtype=np.float32), b, hc, iters, eps)
+    return pre.tolist(), post.tolist(), comb.tolist()
 
 
 @dataclass
 class InspectReport:
     ckpt: Checkpoint
-    tensors: dict
+    n_tensors: int
     n_layers: int
     n_stages: int
     stored_bytes: int
@@ -217,6 +227,11 @@ class InspectReport:
     hc: list[HcEntry]
     findings: list[Finding] | None
     hc_sites: int = 0  # HC sites found by name; those whose tensors yield no values are not in `hc`
+
+    @property
+    def tensors(self) -> dict:
+        """The merged table (name -> (shard, entry)), built on first use."""
+        return self.ckpt.tensors()
 
     def tree(self) -> list[TreeNode]:
         return build_tree(self.tensors)  # only people see the tree; --json never pays for it
@@ -245,7 +260,7 @@ class InspectReport:
             config=c.config.source if c.config else None,
             gguf=self.gguf_info(),
             shards=len(c.shards),
-            tensors=len(self.tensors),
+            tensors=self.n_tensors,
             stored_bytes=self.stored_bytes,
             logical_params=self.logical_params,
             dtypes=self.dtypes,
@@ -299,16 +314,22 @@ def build_inspect(
     """`layers` selects tensors to list and `hc_layers` HC sites to read, by layer number
     (stages after the backbone, the root head mix last); `dtype` as headers spell it."""
     ckpt = open_checkpoint(path, config=config, progress=progress)
-    tensors = ckpt.tensors()
-    n_layers, n_stages = layer_counts(ckpt, tensors)
+    n_layers, n_stages = layer_counts(ckpt, ckpt.all_names() if ckpt.config is None else ())
     for what, chosen in (("the tensor list", layers), ("the HC sites", hc_layers)):
         if chosen is not None:
             _check_layers(what, chosen, ckpt.label, n_layers, n_stages)
-    groups = by_dtype(tensors)
-    dtypes = {d: DtypeTotal(len(g), stored_bytes(g)) for d, g in groups.items()}
+    if ckpt.names_unique():  # the merged table of ~100k entries is built only if something asks for it
+        n_tensors, per_dtype, logical = totals_from_columns([s.header for s in ckpt.readable()])
+        dtypes = {d: DtypeTotal(*v) for d, v in per_dtype.items()}
+    else:
+        tensors = ckpt.tensors()
+        groups = by_dtype(tensors)
+        n_tensors, logical = len(tensors), logical_params(tensors, groups)
+        dtypes = {d: DtypeTotal(len(g), stored_bytes(g)) for d, g in groups.items()}
     stored = sum(d.bytes for d in dtypes.values())
     rows = None
     if name_glob or layers is not None or dtype or list_tensors:
+        tensors = ckpt.tensors()
         rows = []
         dialect = dialect_of(ckpt).dialect
         canonical = (lambda n: n) if dialect == "release" else (lambda n: canonical_name(n, dialect) or n)
@@ -328,6 +349,10 @@ def build_inspect(
             where = f"HC sites at layers {format_ranges(have)}" if have else "no hc_* tensors"
             raise HcError(f"{ckpt.label}: no HC sites at layer {format_ranges(sorted(hc_layers))}; "
                           f"this checkpoint has {where}")
-    findings = verify(ckpt) if run_verify else None
-    return InspectReport(ckpt, tensors, n_layers, n_stages, stored, logical_params(tensors, groups), dtypes, rows,
+    findings = None
+    if run_verify:
+        from hccli.checkpoint.verify import verify
+
+        findings = verify(ckpt)
+    return InspectReport(ckpt, n_tensors, n_layers, n_stages, stored, logical, dtypes, rows,
                          read_hc_entries(ckpt, sites), findings, len(sites))

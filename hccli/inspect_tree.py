@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from operator import attrgetter
+from itertools import compress
+from operator import attrgetter, ne
 
-from hccli.checkpoint.header import DTYPES, TensorInfo
+from hccli.checkpoint.header import DTYPES, Header, TensorInfo
 from hccli.layers import format_ranges
 
 _BEGIN, _END = attrgetter("begin"), attrgetter("end")
@@ -48,6 +50,53 @@ def logical_params(tensors: dict, groups: dict[str, list[TensorInfo]] | None = N
                 if s.dtype == "F8_E8M0" and s.shape == (shape[0], shape[1] // 16) and shape[1] % 16 == 0:
                     total += shape[0] * shape[1]  # packed fp4: its elements count a second time
     return total
+
+
+def totals_from_columns(headers: list[Header]) -> tuple[int, dict[str, tuple[int, int]], int]:
+    """(tensors, {dtype: (tensors, bytes)} by dtype name, logical parameters) of headers that
+    share no tensor name: the figures by_dtype, stored_bytes and logical_params give over the
+    merged table, from each header's columns in C-level passes over its runs of one dtype
+    (writers group a shard's tensors by dtype: a 2,000-tensor shard is a handful of runs)."""
+    per: dict[str, list[int]] = {}
+    n = 0
+    fp4_weights: dict[tuple[int, ...], list[str]] = {}  # I8 names by shape
+    fp4_scales: dict[tuple[int, ...], set[str]] = {}  # F8_E8M0 names by shape
+    elements = 0  # of dtypes no DTYPES width converts (GGML block types)
+    for h in headers:
+        names, dtypes, shapes, begins, ends = h.columns
+        k = len(dtypes)
+        n += k
+        cuts = [0, *compress(range(1, k), map(ne, dtypes[1:], dtypes[:-1])), k] if k else []
+        for a, b in zip(cuts, cuts[1:]):
+            d = dtypes[a]
+            acc = per.get(d)
+            if acc is None:
+                acc = per[d] = [0, 0]
+            acc[0] += b - a
+            acc[1] += sum(ends[a:b]) - sum(begins[a:b])
+            if d not in DTYPES:
+                elements += sum(map(math.prod, shapes[a:b]))
+            elif d == "I8" or d == "F8_E8M0":
+                _by_shape(names[a:b], shapes[a:b], fp4_weights if d == "I8" else fp4_scales, d == "I8")
+    logical = elements + sum(v[1] * 8 // DTYPES[d] for d, v in per.items() if d != "F8_E8M0" and d in DTYPES)
+    for shape, weights in fp4_weights.items():
+        if len(shape) != 2 or shape[1] % 16:
+            continue
+        scales = fp4_scales.get((shape[0], shape[1] // 16))
+        if scales:  # packed fp4 (see logical_params): its elements count a second time
+            stems = [w[:-7] + ".scale" for w in weights if w.endswith(".weight")]
+            logical += shape[0] * shape[1] * sum(map(scales.__contains__, stems))
+    return n, {d: (v[0], v[1]) for d, v in sorted(per.items())}, logical
+
+
+def _by_shape(names: list[str], shapes: list[tuple[int, ...]], out: dict, as_list: bool) -> None:
+    distinct = set(shapes)
+    for shape in distinct:
+        picked = names if len(distinct) == 1 else compress(names, map(shape.__eq__, shapes))
+        if as_list:
+            out.setdefault(shape, []).extend(picked)
+        else:
+            out.setdefault(shape, set()).update(picked)
 
 
 @dataclass

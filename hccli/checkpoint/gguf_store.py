@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Any, Iterable
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Iterable
 
 from hccli.checkpoint.gguf_file import (
     GGUF_MAGIC,
@@ -33,6 +31,9 @@ from hccli.checkpoint.gguf_file import HeaderScan as _Scan
 from hccli.checkpoint.header import Header, TensorInfo
 from hccli.checkpoint.source import ByteSource, one_line
 from hccli.errors import HcError
+
+if TYPE_CHECKING:  # numpy only where values are decoded: opening a safetensors checkpoint never needs it
+    import numpy as np
 
 # GGUFValueType -> struct format of its scalar
 _FMT = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
@@ -216,6 +217,7 @@ def settings(kv: dict[str, Any]) -> dict[str, Any]:
 
 def dequantize(raw: bytes, ggml_type: str, shape: tuple[int, ...], where: str) -> np.ndarray:
     """A tensor's stored bytes as float32 in canonical shape, by the gguf package."""
+    import numpy as np
     from gguf import GGMLQuantizationType, quants
 
     if ggml_type.startswith("I"):

@@ -10,14 +10,16 @@ its values come back as float32 in the release's layout whatever they are stored
 
 from __future__ import annotations
 
+import sys
+from array import array
 from dataclasses import dataclass
-
-import numpy as np
+from itertools import compress, repeat
+from operator import contains
+from typing import TYPE_CHECKING, Iterator
 
 from hccli import dialects as D
 from hccli.checkpoint.header import TensorInfo
 from hccli.checkpoint.shardset import Checkpoint, Shard
-from hccli.checkpoint.values import iter_tensor_chunks, read_tensor
 from hccli.errors import HcError
 from hccli.layers import format_ranges
 from hccli.vocab import (
@@ -34,6 +36,9 @@ from hccli.vocab import (
     owner_of,
     parse_hc_name,
 )
+
+if TYPE_CHECKING:  # numpy is imported where values are decoded: `inspect --json` never needs it
+    import numpy as np
 
 
 # The most bytes a site's base (or scale) can have: (2 + hc) * hc F32 values at the bound.
@@ -66,11 +71,10 @@ def dialect_of(ckpt: Checkpoint, raw_config: dict | None = None) -> D.Detection:
     """The dialect the checkpoint's names are written in (cached on it). raw_config, the
     config.json as read, settles names that fit a transformers save and a prefixed release."""
     if ckpt._dialect is None:
-        names = ckpt.tensors()
         if any(is_gguf(s) for s in ckpt.shards):
             ckpt._dialect = D.Detection(D.GGUF, "a GGUF file")
         else:
-            ckpt._dialect = D.detect_dialect(names, raw_config)
+            ckpt._dialect = D.detect_dialect(ckpt.all_names(), raw_config)
     return ckpt._dialect
 
 
@@ -134,12 +138,11 @@ def layer_counts(ckpt: Checkpoint, names) -> tuple[int, int]:
 
 def find_hc(ckpt: Checkpoint) -> list[HcSiteTensors]:
     """Every HC site of the checkpoint, by canonical (layer, site, part), in any dialect."""
-    tensors = ckpt.tensors()
-    n_layers, n_stages = layer_counts(ckpt, tensors)
+    n_layers, n_stages = layer_counts(ckpt, ckpt.all_names() if ckpt.config is None else ())
     parse = _hc_parser(ckpt)
     groups: dict[tuple[str, str], dict] = {}
     owners: dict[str, HcName] = {}
-    for name, ref in tensors.items():
+    for name, ref in _hc_candidates(ckpt):
         hn = parse(name)
         if hn is not None:
             groups.setdefault((hn.owner, hn.site), {})[hn.part] = ref
@@ -151,6 +154,19 @@ def find_hc(ckpt: Checkpoint) -> list[HcSiteTensors]:
         out.append(HcSiteTensors(owner, site, hn.layer(n_layers, n_stages), label, hn.is_stage, parts))
     out.sort(key=lambda s: (s.layer, SITE_ORDER[s.site]))
     return out
+
+
+def _hc_candidates(ckpt: Checkpoint) -> Iterator[tuple[str, tuple[Shard, TensorInfo]]]:
+    """(name, (shard, entry)) of the tensors whose names hold "hc", as every dialect spells an HC
+    tensor (~0.3% of a checkpoint): picked per header by C-level scans of its name column when
+    no name repeats across shards, else from the merged table (first occurrence wins)."""
+    if not ckpt.names_unique():
+        yield from ((n, ref) for n, ref in ckpt.tensors().items() if "hc" in n)
+        return
+    for s in ckpt.readable():
+        names, tensors = s.header.names, s.header.tensors
+        for i in compress(range(len(names)), map(contains, names, repeat("hc"))):
+            yield names[i], (s, tensors[i])
 
 
 def site_hc(site: HcSiteTensors) -> int | None:
@@ -181,6 +197,10 @@ def read_part(ckpt: Checkpoint, site: HcSiteTensors, part: str) -> np.ndarray:
     if info.dtype != "F32" and info.n_elements > MAX_DECODED_ELEMENTS:
         raise HcError(f"{shard.path}: tensor '{info.name}' has {info.n_elements:,} elements; expected at most "
                       f"{MAX_DECODED_ELEMENTS:,} for an HC tensor")
+    import numpy as np
+
+    from hccli.checkpoint.values import read_tensor
+
     with ckpt.source(shard) as src:
         if gguf and info.dtype != "F32":
             from hccli.checkpoint.gguf_store import dequantize
@@ -198,6 +218,10 @@ def is_gguf(shard: Shard) -> bool:
 def count_nonfinite(ckpt: Checkpoint, site: HcSiteTensors, part: str) -> int:
     """NaN and Inf values in one of a site's tensors, read in bounded chunks (an fn
     projection is 2 MB in a real model, and whatever a header says in a hostile one)."""
+    import numpy as np
+
+    from hccli.checkpoint.values import iter_tensor_chunks
+
     shard, info = site.parts[part]
     if info.dtype != "F32":  # decoded whole, within read_part's bound
         return int(np.count_nonzero(~np.isfinite(read_part(ckpt, site, part))))
@@ -205,20 +229,53 @@ def count_nonfinite(ckpt: Checkpoint, site: HcSiteTensors, part: str) -> int:
         return sum(int(np.count_nonzero(~np.isfinite(v))) for v in iter_tensor_chunks(src, shard.header, info.name))
 
 
-def read_base_scale(ckpt: Checkpoint, site: HcSiteTensors) -> tuple[np.ndarray, np.ndarray]:
-    """A site's base and scale values; one read when they lie side by side in one shard,
-    as releases write them (a round trip saved per site over HTTP)."""
-    (bs, b), (ss, s) = site.parts["base"], site.parts["scale"]
-    for shard, info in ((bs, b), (ss, s)):
+def _check_mix_bytes(site: HcSiteTensors) -> None:
+    for shard, info in (site.parts["base"], site.parts["scale"]):
         if info.nbytes > MAX_MIX_BYTES:
             raise HcError(f"{shard.file}: tensor '{info.name}' has {info.nbytes:,} bytes; a site's base and scale "
                           f"hold at most (2+hc)*hc = {MAX_MIX_BYTES // 4:,} F32 values (hc_mult at most {MAX_HC_MULT})")
+
+
+def read_base_scale(ckpt: Checkpoint, site: HcSiteTensors) -> tuple[np.ndarray, np.ndarray]:
+    """A site's base and scale values; one read when they lie side by side in one shard,
+    as releases write them (a round trip saved per site over HTTP)."""
+    import numpy as np
+
+    _check_mix_bytes(site)
+    (bs, b), (ss, s) = site.parts["base"], site.parts["scale"]
     if bs is ss and b.dtype == s.dtype == "F32" and b.end == s.begin:
         with ckpt.source(bs) as src:
             raw = src.read(b.abs_begin, b.nbytes + s.nbytes)
         both = np.frombuffer(raw, dtype="<f4").astype(np.float32)
         return both[: b.nbytes // 4].reshape(b.shape), both[b.nbytes // 4:].reshape(s.shape)
     return read_part(ckpt, site, "base"), read_part(ckpt, site, "scale")
+
+
+def _f32_list(raw: bytes) -> list[float]:
+    values = array("f", raw)  # len(raw) % 4 == 0: an F32 entry's span is 4 x its elements
+    if sys.byteorder != "little":
+        values.byteswap()
+    return values.tolist()
+
+
+def read_base_scale_lists(ckpt: Checkpoint, site: HcSiteTensors) -> tuple[list[float], list[float]]:
+    """A site's base and scale values, flat, as Python floats holding float32 values: without numpy
+    for the F32 tensors of safetensors checkpoints (`inspect --json` imports no numpy), through
+    `read_base_scale` for anything to decode."""
+    _check_mix_bytes(site)
+    (bs, b), (ss, s) = site.parts["base"], site.parts["scale"]
+    if b.dtype != "F32" or s.dtype != "F32" or is_gguf(bs) or is_gguf(ss):
+        base, scale = read_base_scale(ckpt, site)
+        return base.reshape(-1).tolist(), scale.reshape(-1).tolist()
+    if bs is ss and b.end == s.begin:
+        with ckpt.source(bs) as src:
+            both = _f32_list(src.read(b.abs_begin, b.nbytes + s.nbytes))
+        return both[: b.nbytes // 4], both[b.nbytes // 4:]
+    out = []
+    for shard, info in (site.parts["base"], site.parts["scale"]):
+        with ckpt.source(shard) as src:
+            out.append(_f32_list(src.read(info.abs_begin, info.nbytes)))
+    return out[0], out[1]
 
 
 def select_site(ckpt: Checkpoint, layer: int, site: str) -> HcSiteTensors:

@@ -23,8 +23,9 @@ import gc
 import math
 import re
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from operator import attrgetter
+from dataclasses import dataclass
+from functools import cached_property
+from operator import itemgetter
 from typing import Iterator, Mapping, NamedTuple
 
 from hccli.checkpoint.sniff import PICKLE, PICKLE_FRAME_STARTS, SNIFF_LEN, sniff
@@ -47,8 +48,8 @@ METADATA_KEY = "__metadata__"
 # serde_json's recursion limit, counted with the top-level object as level 1.
 MAX_JSON_DEPTH = 127
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
-_NAME = attrgetter("name")
-_SPAN = attrgetter("begin", "end")
+_NAME, _DTYPE, _SHAPE, _BEGIN, _END = (itemgetter(i) for i in range(5))  # TensorInfo's fields
+_SPAN = itemgetter(3, 4)
 
 
 class HeaderError(HcError):
@@ -113,14 +114,24 @@ class Header:
     file_size: int
     metadata: dict[str, str] | None
     tensors: tuple[TensorInfo, ...]
-    by_name: Mapping[str, TensorInfo] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "by_name", dict(zip(map(_NAME, self.tensors), self.tensors)))
+    # Built on first use (a cached_property writes the instance's __dict__, which a frozen
+    # dataclass allows): `inspect --json` of a 100k-tensor checkpoint never asks for a name.
+    @cached_property
+    def by_name(self) -> Mapping[str, TensorInfo]:
+        return dict(zip(self.names, self.tensors))
 
-    @property
+    @cached_property
     def names(self) -> tuple[str, ...]:
-        return tuple(t.name for t in self.tensors)
+        return tuple(map(_NAME, self.tensors))
+
+    @cached_property
+    def columns(self) -> Columns:
+        """The entries as columns, in `tensors`' order (the fast path sets them as it builds
+        them, for whole-checkpoint totals in C-level maps rather than per tensor)."""
+        t = self.tensors
+        return Columns(list(self.names), list(map(_DTYPE, t)), list(map(_SHAPE, t)), list(map(_BEGIN, t)),
+                       list(map(_END, t)))
 
     @property
     def data_size(self) -> int:
@@ -134,6 +145,14 @@ class Header:
 
     def get(self, name: str) -> TensorInfo | None:
         return self.by_name.get(name)
+
+
+class Columns(NamedTuple):
+    names: list[str]
+    dtypes: list[str]
+    shapes: list[tuple[int, ...]]
+    begins: list[int]
+    ends: list[int]
 
 
 # --------------------------------------------------------------------------- length

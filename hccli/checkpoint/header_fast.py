@@ -26,7 +26,7 @@ from itertools import chain, repeat
 from operator import attrgetter, itemgetter, mul, sub
 from typing import Any, Callable
 
-from hccli.checkpoint.header import _SPAN, DTYPES, METADATA_KEY, N_LEN, U64_MAX, Header, TensorInfo
+from hccli.checkpoint.header import _SPAN, DTYPES, METADATA_KEY, N_LEN, U64_MAX, Columns, Header, TensorInfo
 
 # \uD800-\uDFFF (surrogates: json decodes lone ones), \u002d ('-') and \u003a (':'), which
 # would hide from the counts.
@@ -163,9 +163,11 @@ def _assemble(entries: dict[str, Any], dtypes: list, shapes: list, offsets: list
     data_start = N_LEN + n
     infos = list(map(tuple.__new__, repeat(TensorInfo),
                      zip(entries, dtypes, shapes, begins, ends, repeat(data_start))))
+    resorted = False
     if begins[:1] in ([], [0]) and begins[1:] == ends[:-1]:
         end = ends[-1] if ends else 0
     else:
+        resorted = True
         # Writers list tensors in offset order, but any order is valid: tile them sorted.
         infos.sort(key=_SPAN)
         end = 0
@@ -175,7 +177,10 @@ def _assemble(entries: dict[str, Any], dtypes: list, shapes: list, offsets: list
             end = info.end
     if data_start + end != file_size:
         return None
-    return Header(name, n, data_start, file_size, metadata, tuple(infos))
+    header = Header(name, n, data_start, file_size, metadata, tuple(infos))
+    if not resorted:
+        header.__dict__["columns"] = Columns(list(entries), dtypes, shapes, begins, ends)
+    return header
 
 
 def _all_naturals(values) -> bool:

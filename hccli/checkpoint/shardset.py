@@ -13,7 +13,7 @@ import json
 import re
 import threading
 from dataclasses import dataclass, field
-from itertools import repeat
+from itertools import chain, repeat
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
@@ -62,6 +62,7 @@ class Checkpoint:
     partial: list[str] = field(default_factory=list)  # *.partial files: an interrupted download or write
     _tensors: dict | None = field(default=None, repr=False)
     _dialect: Any = field(default=None, repr=False)  # hc.dialect_of's cache
+    _unique: bool | None = field(default=None, repr=False)
 
     def readable(self) -> list[Shard]:
         return [s for s in self.shards if s.header is not None]
@@ -82,6 +83,21 @@ class Checkpoint:
                             out.setdefault(t.name, (s, t))
             self._tensors = out
         return self._tensors
+
+    def names_unique(self) -> bool:
+        """Whether no tensor name is in two readable shards: then every shard's entries are the
+        checkpoint's, and totals can be taken per header without the merged table. Cached."""
+        if self._unique is None:
+            headers = [s.header for s in self.readable()]
+            total = sum(len(h.tensors) for h in headers)
+            self._unique = len(headers) <= 1 or len(set(chain.from_iterable(h.names for h in headers))) == total
+        return self._unique
+
+    def all_names(self) -> list[str]:
+        """Every tensor name in shard order, each once (the merged table's keys, in its order)."""
+        if self.names_unique():
+            return list(chain.from_iterable(s.header.names for s in self.readable()))
+        return list(self.tensors())
 
     def occurrences(self) -> dict[str, tuple[Shard, ...]]:
         """The shards holding each tensor name, in shard order."""
