@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import attrgetter, ne
@@ -59,8 +60,7 @@ def totals_from_columns(headers: list[Header]) -> tuple[int, dict[str, tuple[int
     (writers group a shard's tensors by dtype: a 2,000-tensor shard is a handful of runs)."""
     per: dict[str, list[int]] = {}
     n = 0
-    fp4_weights: dict[tuple[int, ...], list[str]] = {}  # I8 names by shape
-    fp4_scales: dict[tuple[int, ...], set[str]] = {}  # F8_E8M0 names by shape
+    runs: dict[str, tuple[list[str], list[tuple[int, ...]]]] = {"I8": ([], []), "F8_E8M0": ([], [])}
     elements = 0  # of dtypes no DTYPES width converts (GGML block types)
     for h in headers:
         names, dtypes, shapes, begins, ends = h.columns
@@ -76,27 +76,42 @@ def totals_from_columns(headers: list[Header]) -> tuple[int, dict[str, tuple[int
             acc[1] += sum(ends[a:b]) - sum(begins[a:b])
             if d not in DTYPES:
                 elements += sum(map(math.prod, shapes[a:b]))
-            elif d == "I8" or d == "F8_E8M0":
-                _by_shape(names[a:b], shapes[a:b], fp4_weights if d == "I8" else fp4_scales, d == "I8")
+            elif d in runs:
+                runs[d][0].extend(names[a:b])
+                runs[d][1].extend(shapes[a:b])
     logical = elements + sum(v[1] * 8 // DTYPES[d] for d, v in per.items() if d != "F8_E8M0" and d in DTYPES)
-    for shape, weights in fp4_weights.items():
-        if len(shape) != 2 or shape[1] % 16:
-            continue
-        scales = fp4_scales.get((shape[0], shape[1] // 16))
-        if scales:  # packed fp4 (see logical_params): its elements count a second time
-            stems = [w[:-7] + ".scale" for w in weights if w.endswith(".weight")]
-            logical += shape[0] * shape[1] * sum(map(scales.__contains__, stems))
+    logical += _fp4_elements(*runs["I8"], *runs["F8_E8M0"])
     return n, {d: (v[0], v[1]) for d, v in sorted(per.items())}, logical
 
 
-def _by_shape(names: list[str], shapes: list[tuple[int, ...]], out: dict, as_list: bool) -> None:
-    distinct = set(shapes)
-    for shape in distinct:
-        picked = names if len(distinct) == 1 else compress(names, map(shape.__eq__, shapes))
-        if as_list:
-            out.setdefault(shape, []).extend(picked)
-        else:
-            out.setdefault(shape, set()).update(picked)
+def _fp4_elements(weights: list[str], weight_shapes: list, scales: list[str], scale_shapes: list) -> int:
+    """The elements of packed fp4 weights (see logical_params): I8 `X.weight` [rows, cols] whose
+    F8_E8M0 `X.scale` is [rows, cols / 16]; they count a second time."""
+    if not weights or not scales:
+        return 0
+    # The sibling names are made for all weights at once by one replace over the joined names
+    # (no name holds the separator; each ends in ".weight" exactly once), looked up by a C-level
+    # map, and only the distinct (weight shape, scale shape) pairs are judged.
+    sep = "\0"
+    joined = sep.join(weights) + sep
+    if joined.count(sep) == len(weights) and joined.count(".weight" + sep) == len(weights):
+        siblings = joined.replace(".weight" + sep, ".scale" + sep).split(sep)[:-1]
+        sibling_shapes = list(map(dict(zip(scales, scale_shapes)).get, siblings))
+        # counted by identity (a header holds one tuple per distinct shape): no tuple hashed per tensor
+        pairs = Counter(zip(map(id, weight_shapes), map(id, sibling_shapes)))
+        shape_of = dict(zip(map(id, weight_shapes), weight_shapes))
+        shape_of.update(zip(map(id, sibling_shapes), sibling_shapes))
+        return sum(_fp4_size(shape_of[ws], shape_of[ss]) * k for (ws, ss), k in pairs.items())
+    scale_shape = dict(zip(scales, scale_shapes))
+    get = scale_shape.get
+    return sum(_fp4_size(ws, get(name[:-7] + ".scale"))
+               for name, ws in zip(weights, weight_shapes) if name.endswith(".weight"))
+
+
+def _fp4_size(weight: tuple[int, ...], scale: tuple[int, ...] | None) -> int:
+    if scale is None or len(weight) != 2 or weight[1] % 16 or scale != (weight[0], weight[1] // 16):
+        return 0
+    return weight[0] * weight[1]
 
 
 @dataclass

@@ -164,9 +164,9 @@ def _hc_candidates(ckpt: Checkpoint) -> Iterator[tuple[str, tuple[Shard, TensorI
         yield from ((n, ref) for n, ref in ckpt.tensors().items() if "hc" in n)
         return
     for s in ckpt.readable():
-        names, tensors = s.header.names, s.header.tensors
+        names = s.header.names
         for i in compress(range(len(names)), map(contains, names, repeat("hc"))):
-            yield names[i], (s, tensors[i])
+            yield names[i], (s, s.header.entry(i))
 
 
 def site_hc(site: HcSiteTensors) -> int | None:

@@ -26,7 +26,17 @@ from itertools import chain, repeat
 from operator import attrgetter, itemgetter, mul, sub
 from typing import Any, Callable
 
-from hccli.checkpoint.header import _SPAN, DTYPES, METADATA_KEY, N_LEN, U64_MAX, Columns, Header, TensorInfo
+from hccli.checkpoint.header import (
+    _SPAN,
+    DTYPES,
+    METADATA_KEY,
+    N_LEN,
+    U64_MAX,
+    ColumnHeader,
+    Columns,
+    Header,
+    TensorInfo,
+)
 
 # \uD800-\uDFFF (surrogates: json decodes lone ones), \u002d ('-') and \u003a (':'), which
 # would hide from the counts.
@@ -161,26 +171,22 @@ def _assemble(entries: dict[str, Any], dtypes: list, shapes: list, offsets: list
     if 0 in counts and not all(_fold_fits(s) for s, c in zip(shapes, counts) if c == 0):
         return None
     data_start = N_LEN + n
-    infos = list(map(tuple.__new__, repeat(TensorInfo),
-                     zip(entries, dtypes, shapes, begins, ends, repeat(data_start))))
-    resorted = False
     if begins[:1] in ([], [0]) and begins[1:] == ends[:-1]:
-        end = ends[-1] if ends else 0
-    else:
-        resorted = True
-        # Writers list tensors in offset order, but any order is valid: tile them sorted.
-        infos.sort(key=_SPAN)
-        end = 0
-        for info in infos:
-            if info.begin != end:
-                return None
-            end = info.end
+        if data_start + (ends[-1] if ends else 0) != file_size:
+            return None
+        return ColumnHeader.of_columns(name, n, data_start, file_size, metadata,
+                                       Columns(list(entries), dtypes, shapes, begins, ends))
+    # Writers list tensors in offset order, but any order is valid: tile them sorted.
+    infos = sorted(map(tuple.__new__, repeat(TensorInfo), zip(entries, dtypes, shapes, begins, ends,
+                                                              repeat(data_start))), key=_SPAN)
+    end = 0
+    for info in infos:
+        if info.begin != end:
+            return None
+        end = info.end
     if data_start + end != file_size:
         return None
-    header = Header(name, n, data_start, file_size, metadata, tuple(infos))
-    if not resorted:
-        header.__dict__["columns"] = Columns(list(entries), dtypes, shapes, begins, ends)
-    return header
+    return Header(name, n, data_start, file_size, metadata, tuple(infos))
 
 
 def _all_naturals(values) -> bool:

@@ -89,7 +89,7 @@ class Checkpoint:
         checkpoint's, and totals can be taken per header without the merged table. Cached."""
         if self._unique is None:
             headers = [s.header for s in self.readable()]
-            total = sum(len(h.tensors) for h in headers)
+            total = sum(len(h.names) for h in headers)
             self._unique = len(headers) <= 1 or len(set(chain.from_iterable(h.names for h in headers))) == total
         return self._unique
 
@@ -346,9 +346,12 @@ def open_checkpoint(
         listing = store.files()
         others = sorted(f for f in listing if f.endswith(".safetensors") and "/" not in f)
         partial = sorted(f for f in listing if f.endswith(".partial"))
-        from hccli.checkpoint.gguf_store import gguf_parts, holds_gguf
+        gguf = None
+        if index is None and not others and any(f.endswith(".gguf") for f in listing):
+            from hccli.checkpoint import gguf_store as gguf  # its import only where a GGUF may be
+        if gguf is not None and gguf.holds_gguf(listing):
+            gguf_parts = gguf.gguf_parts
 
-        if index is None and not others and holds_gguf(listing):
             found, missing = gguf_parts(listing, None, one_line(label))
             names = [(f, False) for f in found]
         else:

@@ -213,8 +213,9 @@ def read_small_file(path: str | os.PathLike[str], cap: int, expected: str) -> by
             raise SourceError(f"{name}: {st.st_size:,} bytes; expected {expected} of at most {cap:,} bytes",
                               "too_large")
         chunks, got = [], 0
+        want = st.st_size + 1  # the whole file in one read, and one byte to see its end
         while True:  # to the end, but never past the cap (a file growing while read)
-            chunk = os.read(fd, min(1 << 20, cap + 1 - got))
+            chunk = os.read(fd, min(max(want - got, 1 << 16), cap + 1 - got))
             if not chunk:
                 break
             chunks.append(chunk)
