@@ -28,7 +28,7 @@ def test_piped_long_lines_are_not_wrapped(tmp_path):
 
 
 def test_a_narrow_terminal_folds_numbers_instead_of_cutting_them(monkeypatch):
-    narrow = output._Console(width=24, force_terminal=False, highlight=False)
+    narrow = output._console_class()(width=24, force_terminal=False, highlight=False)
     monkeypatch.setattr(output, "_stdout", narrow)
     figure = "1,598,839,674,752,123,456"
     t = Table("component", "parameters")

@@ -22,7 +22,7 @@ import json
 import math
 import re
 import sys
-from itertools import chain, repeat
+from itertools import accumulate, chain, repeat
 from operator import attrgetter, itemgetter, mul, sub
 from typing import Any, Callable
 
@@ -45,6 +45,7 @@ _ODD_ESCAPE_BYTES = re.compile(_ODD_ESCAPE.pattern.encode())
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
 _METADATA_FIRST = re.compile(rb'[ \t\n\r]*\{[ \t\n\r]*"__metadata__"[ \t\n\r]*:[ \t\n\r]*')
 _DTYPE_NAMES = {d: d for d in DTYPES}
+_BYTES = {d: bits // 8 for d, bits in DTYPES.items() if bits % 8 == 0}
 _MAX_SPAN = U64_MAX >> 3  # the reference checks bits = elements * width <= u64; bits = 8 * span
 
 
@@ -61,7 +62,9 @@ def parse_fast(body: bytes, n: int, file_size: int, name: str) -> Header | None:
         has_metadata = METADATA_KEY in entries
         metadata = _metadata(body, decode) if has_metadata else None
         entries.pop(METADATA_KEY, None)
-        if not _counts_match(body.count(b":"), body.count(b"-"), entries, has_metadata, metadata):
+        # (most headers hold no '-' at all: one memchr instead of a count)
+        minuses = body.count(b"-") if b"-" in body else 0
+        if not _counts_match(body.count(b":"), minuses, entries, has_metadata, metadata):
             return None
         # A field left at its default (None, "") fails a check of _assemble with a TypeError or None.
         records = entries.values()
@@ -147,6 +150,37 @@ def _counts_match(colons: int, minuses: int, entries: dict[str, Any], has_metada
 
 def _assemble(entries: dict[str, Any], dtypes: list, shapes: list, offsets: list, metadata: dict[str, str] | None,
               n: int, file_size: int, name: str) -> Header | None:
+    """The common header, its entries in offset order with whole-byte dtypes, in fewer passes:
+    with the tiling checked first (each entry begins where the one before ends, the first at 0),
+    the ends are the running sums of the spans, so every span equals its elements x width
+    exactly when the running sums of elements x width equal the ends; and no span exceeds the
+    data size, so no span check is needed when the data size is within the reference's bound.
+    Anything else goes to `_assemble_general`. Raises TypeError for columns of the wrong types."""
+    widths = list(map(_BYTES.get, dtypes))  # TypeError for an unhashable dtype
+    if None in widths:  # an unknown dtype, or F4/F6: bits that are no whole bytes
+        return _assemble_general(entries, dtypes, shapes, offsets, metadata, n, file_size, name)
+    flat = list(chain.from_iterable(offsets))
+    begins, ends = flat[0::2], flat[1::2]
+    data_start = N_LEN + n
+    data_size = file_size - data_start
+    if not (begins[:1] in ([], [0]) and begins[1:] == ends[:-1]) or data_size > _MAX_SPAN:
+        return _assemble_general(entries, dtypes, shapes, offsets, metadata, n, file_size, name)
+    if (ends[-1] if ends else 0) != data_size:
+        return None
+    seen: dict[tuple[int, ...], tuple[int, ...]] = {}
+    shapes = list(map(seen.setdefault, shapes, shapes))  # see _assemble_general
+    counts = list(map(math.prod, shapes))
+    if list(accumulate(map(mul, counts, widths))) != ends:
+        return None
+    if 0 in counts and not all(_fold_fits(s) for s, c in zip(shapes, counts) if c == 0):
+        return None
+    return ColumnHeader.of_columns(name, n, data_start, file_size, metadata,
+                                   Columns(list(entries), list(map(_DTYPE_NAMES.__getitem__, dtypes)), shapes,
+                                           begins, ends))
+
+
+def _assemble_general(entries: dict[str, Any], dtypes: list, shapes: list, offsets: list,
+                      metadata: dict[str, str] | None, n: int, file_size: int, name: str) -> Header | None:
     """Apply the reference's per-entry rules and the tiling rule to whole columns. Raises
     TypeError for columns of the wrong types."""
     # One str object per dtype name and one tuple per distinct shape, shared by every entry that has

@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 import sys
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator
-
-from rich.console import Console
-from rich.markup import escape
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from hccli.jsonable import to_jsonable  # noqa: F401 - the output layer's one converter, re-exported
+
+if TYPE_CHECKING:  # rich loads with the first console: `--json` output never needs one
+    from rich.console import Console
 
 _stdout: Console | None = None
 _stderr: Console | None = None
@@ -25,26 +25,34 @@ _stderr: Console | None = None
 _PIPE_WIDTH = 100_000
 
 
-class _Console(Console):
-    def on_broken_pipe(self) -> None:
-        # rich would exit 1 here, which reads as "verify found errors"; the error
-        # boundary ends a closed pipe (`hc ... | head -1`) with 0 instead.
-        self.quiet = True
-        raise BrokenPipeError
+def _console_class() -> type:
+    from rich.console import Console
+
+    class _Console(Console):
+        def on_broken_pipe(self) -> None:
+            # rich would exit 1 here, which reads as "verify found errors"; the error
+            # boundary ends a closed pipe (`hc ... | head -1`) with 0 instead.
+            self.quiet = True
+            raise BrokenPipeError
+
+    return _Console
 
 
 def console() -> Console:
     global _stdout
     if _stdout is None:
-        _stdout = _Console(highlight=False, soft_wrap=False)
+        cls = _console_class()
+        _stdout = cls(highlight=False, soft_wrap=False)
         if not _stdout.is_terminal:
-            _stdout = _Console(highlight=False, soft_wrap=False, width=_PIPE_WIDTH)
+            _stdout = cls(highlight=False, soft_wrap=False, width=_PIPE_WIDTH)
     return _stdout
 
 
 def err_console() -> Console:
     global _stderr
     if _stderr is None:
+        from rich.console import Console
+
         _stderr = Console(stderr=True, highlight=False)
     return _stderr
 
@@ -105,6 +113,8 @@ def plain(text: str) -> str:
 
 def safe(text: str) -> str:
     """Escape rich markup and control characters in text that came from a file."""
+    from rich.markup import escape
+
     return escape(plain(text))
 
 
