@@ -61,6 +61,8 @@ def totals_from_columns(headers: list[Header]) -> tuple[int, dict[str, tuple[int
     per: dict[str, list[int]] = {}
     n = 0
     runs: dict[str, tuple[list[str], list[tuple[int, ...]]]] = {"I8": ([], []), "F8_E8M0": ([], [])}
+    all_runs: dict[str, tuple[list[str], list[tuple[int, ...]]]] = {"I8": ([], []), "F8_E8M0": ([], [])}
+    shard_fp4: int | None = 0  # None once a shard's weights do not pair up with its own scales
     elements = 0  # of dtypes no DTYPES width converts (GGML block types)
     for h in headers:
         names, dtypes, shapes, begins, ends = h.columns
@@ -79,9 +81,39 @@ def totals_from_columns(headers: list[Header]) -> tuple[int, dict[str, tuple[int
             elif d in runs:
                 runs[d][0].extend(names[a:b])
                 runs[d][1].extend(shapes[a:b])
+        if runs["I8"][0] and shard_fp4 is not None:
+            here = _fp4_in_shard(*runs["I8"], *runs["F8_E8M0"])
+            shard_fp4 = None if here is None else shard_fp4 + here
+        for d in runs:
+            all_runs[d][0].extend(runs[d][0])
+            all_runs[d][1].extend(runs[d][1])
+            runs[d] = ([], [])
     logical = elements + sum(v[1] * 8 // DTYPES[d] for d, v in per.items() if d != "F8_E8M0" and d in DTYPES)
-    logical += _fp4_elements(*runs["I8"], *runs["F8_E8M0"])
+    logical += shard_fp4 if shard_fp4 is not None else _fp4_elements(*all_runs["I8"], *all_runs["F8_E8M0"])
     return n, {d: (v[0], v[1]) for d, v in sorted(per.items())}, logical
+
+
+def _fp4_in_shard(weights: list[str], weight_shapes: list, scales: list[str], scale_shapes: list) -> int | None:
+    """`_fp4_elements` of one shard as releases write it, or None when it is not so written: each
+    [rows, cols] group of I8 weights and the [rows, cols / 16] group of scales are the same names
+    in the same order (".weight" for ".scale"), compared as two joined strings; no per-tensor
+    string or lookup is made. A weight whose scale is elsewhere, or any other layout: None."""
+    sep = "\0"
+    total = 0
+    distinct = set(weight_shapes)
+    for shape in distinct:
+        if len(shape) != 2 or shape[1] % 16:
+            return None
+        picked = weights if len(distinct) == 1 else list(compress(weights, map(shape.__eq__, weight_shapes)))
+        want = (shape[0], shape[1] // 16)
+        theirs = list(compress(scales, map(want.__eq__, scale_shapes)))
+        joined = sep.join(picked) + sep
+        if not (len(theirs) == len(picked) and joined.count(sep) == len(picked)
+                and joined.count(".weight" + sep) == len(picked)
+                and joined.replace(".weight" + sep, ".scale" + sep) == sep.join(theirs) + sep):
+            return None
+        total += shape[0] * shape[1] * len(picked)
+    return total
 
 
 def _fp4_elements(weights: list[str], weight_shapes: list, scales: list[str], scale_shapes: list) -> int:

@@ -19,16 +19,29 @@ Only stream counts that are powers of two have a pure halving tree; for any othe
 from __future__ import annotations
 
 import math
+import struct
 from array import array
+from itertools import chain, repeat
+from operator import add, sub, truediv
 
 _INF = math.inf
 _NAN = math.nan
 _EXP_MAX = 709.0  # math.exp overflows past ~709.78; float32 is inf long before (~88.72)
 
 
-def _f32(values: list[float]) -> list[float]:
-    """Round to float32 (C's conversion: to nearest, overflow to +-inf, NaN kept)."""
-    return array("f", values).tolist()
+def _f32(values) -> list[float]:
+    """Round to float32 (to nearest; overflow to +-inf; NaN kept)."""
+    values = values if isinstance(values, list) else list(values)
+    packer = _PACKERS.get(len(values))
+    if packer is None:
+        packer = _PACKERS[len(values)] = struct.Struct(f"<{len(values)}f")
+    try:  # struct's round trip is the quicker one, but refuses a finite value past float32's range
+        return list(packer.unpack(packer.pack(*values)))
+    except OverflowError:
+        return array("f", values).tolist()
+
+
+_PACKERS: dict[int, struct.Struct] = {}
 
 
 def _exp(x: float) -> float:
@@ -44,38 +57,15 @@ def _quotient(a: float, b: float) -> float:
     return math.copysign(_INF, a) * math.copysign(1.0, b)
 
 
-def _divide(values: list[float], dens: list[float], which: list[int]) -> list[float]:
+def _divide(values: list[float], dens: list[float]) -> list[float]:
     try:
-        return _f32([v / dens[i] for v, i in zip(values, which)])
+        return _f32(map(truediv, values, dens))
     except ZeroDivisionError:  # only with eps rounding to 0 and a column of zeros
-        return _f32([_quotient(v, dens[i]) for v, i in zip(values, which)])
+        return _f32(map(_quotient, values, dens))
 
 
 def supports(hc: int) -> bool:
     return hc >= 1 and hc & (hc - 1) == 0
-
-
-def _halving_plan(groups: list[list[int]]) -> list[list[tuple[int, int]]]:
-    """The pairs each stage of the kernel's reduction adds: halves first, then halves of those
-    (for 4: (x0+x2)+(x1+x3)); every group has the same power-of-two length."""
-    stages = []
-    while groups and len(groups[0]) > 1:
-        half = len(groups[0]) // 2
-        pairs, nxt = [], []
-        for g in groups:
-            start = len(pairs)
-            pairs += [(g[i], g[i + half]) for i in range(half)]
-            nxt.append(list(range(start, start + half)))
-        stages.append(pairs)
-        groups = nxt
-    return stages
-
-
-def _sums(values: list[float], first: list[int], stages: list[list[tuple[int, int]]]) -> list[float]:
-    out = values
-    for pairs in stages:
-        out = _f32([out[i] + out[j] for i, j in pairs])
-    return out if stages else [values[i] for i in first]
 
 
 def _sigmoid(x: list[float]) -> list[float]:
@@ -99,29 +89,54 @@ def split_sinkhorn_zero(bases: list[list[float]], scales: list[list[float]], hc:
     e = _f32([eps])[0]
     pre = _f32([v + e for v in _sigmoid(_affine(bases, scales, 0, hc, 0))])
     post = [2.0 * v for v in _sigmoid(_affine(bases, scales, hc, 2 * hc, 1))]  # doubling is exact
-    x = _affine(bases, scales, 2 * hc, (2 + hc) * hc, 2)
+    x = _affine(bases, scales, 2 * hc, (2 + hc) * hc, 2)  # site-major: [site][row][col]
     n, k = hc * hc, len(bases)
-    rows = [list(range(r * hc, (r + 1) * hc)) for r in range(k * hc)]
-    cols = [[s * n + r * hc + c for r in range(hc)] for s in range(k) for c in range(hc)]
-    row_of = [i // hc for i in range(k * n)]
-    col_of = [(i // n) * hc + i % hc for i in range(k * n)]
-    row_plan, col_plan = _halving_plan(rows), _halving_plan(cols)
-    first_row, first_col = [g[0] for g in rows], [g[0] for g in cols]
+    # Kept row-major across sites, [row][site][col]: a row's values are `hc` apart from the next
+    # column's, and row r of every site is one block, so both reductions are slices and C-level
+    # maps over all sites at once, never a loop per site or per value.
+    to_rows = [s * n + r * hc + c for r in range(hc) for s in range(k) for c in range(hc)]
+    x = [x[i] for i in to_rows]
     # row softmax: exp(x - row max), the max NaN when the row holds one (as numpy's max is)
     highs = []
-    for g in rows:
-        vals = [x[i] for i in g]
+    for r in range(0, len(x), hc):
+        vals = x[r:r + hc]
         highs.append(_NAN if any(v != v for v in vals) else max(vals))
-    comb = _f32([_exp(v) for v in _f32([v - highs[r] for v, r in zip(x, row_of)])])
-    comb = _divide(comb, _sums(comb, first_row, row_plan), row_of)
+    comb = _f32(map(_exp, _f32(map(sub, x, _each_row(highs, hc)))))
+    comb = _divide(comb, _each_row(_row_sums(comb, hc), hc))
     comb = _f32([v + e for v in comb])
-    comb = _divide(comb, _f32([v + e for v in _sums(comb, first_col, col_plan)]), col_of)
+    comb = _divide(comb, _col_sums(comb, hc, e))
     for _ in range(iters - 1):
-        comb = _divide(comb, _f32([v + e for v in _sums(comb, first_row, row_plan)]), row_of)
-        comb = _divide(comb, _f32([v + e for v in _sums(comb, first_col, col_plan)]), col_of)
-    per_site = [comb[s * n:(s + 1) * n] for s in range(k)]
-    return ([pre[s * hc:(s + 1) * hc] for s in range(k)], [post[s * hc:(s + 1) * hc] for s in range(k)],
-            [[m[r * hc:(r + 1) * hc] for r in range(hc)] for m in per_site])
+        comb = _divide(comb, _each_row(_f32([v + e for v in _row_sums(comb, hc)]), hc))
+        comb = _divide(comb, _col_sums(comb, hc, e))
+    block = k * hc  # one row of every site
+    per_site = [[comb[r * block + s * hc:r * block + (s + 1) * hc] for r in range(hc)] for s in range(k)]
+    return [pre[s * hc:(s + 1) * hc] for s in range(k)], [post[s * hc:(s + 1) * hc] for s in range(k)], per_site
+
+
+def _each_row(values: list[float], hc: int) -> list[float]:
+    """One value per row, repeated for each of the row's `hc` entries."""
+    return list(chain.from_iterable(map(repeat, values, repeat(hc))))
+
+
+def _row_sums(comb: list[float], hc: int) -> list[float]:
+    """Each row's sum in the kernel's halving tree ((x0+x2)+(x1+x3) for 4): column c of every
+    row is comb[c::hc]; halves are added first."""
+    parts = [comb[c::hc] for c in range(hc)]
+    while len(parts) > 1:
+        half = len(parts) // 2
+        parts = [_f32(map(add, parts[c], parts[c + half])) for c in range(half)]
+    return parts[0]
+
+
+def _col_sums(comb: list[float], hc: int, e: float) -> list[float]:
+    """Each column's sum + eps in the halving tree over rows (rows r and r + hc/2 first), as the
+    divisor of every entry: row r of every site is one block of the [row][site][col] layout."""
+    block = len(comb) // hc
+    parts = [comb[r * block:(r + 1) * block] for r in range(hc)]
+    while len(parts) > 1:
+        half = len(parts) // 2
+        parts = [_f32(map(add, parts[r], parts[r + half])) for r in range(half)]
+    return _f32([v + e for v in parts[0]]) * hc
 
 
 def head_pre_zero(bases: list[list[float]], scales: list[list[float]], eps: float) -> list[list[float]]:
