@@ -17,13 +17,13 @@ msgspec = pytest.importorskip("msgspec")
 
 def _careful(raw: bytes, monkeypatch) -> object:
     with monkeypatch.context() as m:
-        m.setattr(shardset, "_index_decoder", lambda: None)
+        m.setattr(shardset, "_index_decoder", lambda *files: None)
         return _outcome(raw)
 
 
-def _outcome(raw: bytes) -> object:
+def _outcome(raw: bytes, shard_files: list[str] | None = None) -> object:
     try:
-        idx = shardset.parse_index(raw, "idx.json")
+        idx = shardset.parse_index(raw, "idx.json", shard_files)
     except HcError as exc:
         return ("error", exc.message)
     # item order too: the shard plan follows the weight map's order
@@ -64,7 +64,20 @@ def test_an_ordinary_index_takes_the_fast_path():
     b"",
 ])
 def test_fast_and_careful_paths_agree(raw, monkeypatch):
-    assert _outcome(raw) == _careful(raw, monkeypatch)
+    careful = _careful(raw, monkeypatch)
+    assert _outcome(raw) == careful
+    assert _outcome(raw, ["1", "2", "s", "s1", "s2"]) == careful  # values checked against the files beside it
+
+
+def test_values_among_the_shard_files_are_the_listings_strings():
+    files = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
+    raw = json.dumps({"metadata": {"total_size": 8}, "weight_map": {"a": files[0], "b": files[1],
+                                                                    "c": files[0]}}).encode()
+    idx = shardset.parse_index(raw, "x", files)
+    assert idx.weight_map == {"a": files[0], "b": files[1], "c": files[0]} and idx.total_size == 8
+    assert all(any(v is f for f in files) for v in idx.weight_map.values())
+    # a shard missing from the listing: decoded the general way, the same map
+    assert shardset.parse_index(raw, "x", files[:1]).weight_map == idx.weight_map
 
 
 _names = st.text(st.characters(codec="utf-8"), max_size=8)
@@ -88,3 +101,5 @@ def test_fast_and_careful_paths_agree_on_generated_indexes(wm, meta, extra, dup)
     with pytest.MonkeyPatch.context() as m:
         careful = _careful(raw, m)
     assert _outcome(raw) == careful
+    files = sorted({v for v in wm.values() if isinstance(v, str)})
+    assert _outcome(raw, files) == careful and _outcome(raw, files[1:]) == careful
