@@ -111,7 +111,8 @@ def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
             if not s.indexed:
                 out.append(_f("unindexed_shard", f"{s.file} is in the directory but the index never names it"))
         if idx.total_size is not None:
-            spans = sum(t.nbytes for s in ckpt.shards if s.header is not None and s.indexed for t in s.header.tensors)
+            spans = sum(sum(s.header.columns.ends) - sum(s.header.columns.begins)
+                        for s in ckpt.shards if s.header is not None and s.indexed)
             if spans != idx.total_size and not unreadable and not gone:
                 out.append(_f("total_size_mismatch",
                               f"metadata.total_size is {idx.total_size:,}; the shards' tensors span {spans:,} bytes"))
