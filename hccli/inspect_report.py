@@ -5,6 +5,7 @@ base/scale tensors only."""
 from __future__ import annotations
 
 import fnmatch
+from itertools import chain
 from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -234,7 +235,12 @@ class InspectReport:
         return self.ckpt.tensors()
 
     def tree(self) -> list[TreeNode]:
-        return build_tree(self.tensors)  # only people see the tree; --json never pays for it
+        # only people see the tree; --json never pays for it
+        ckpt = self.ckpt
+        if ckpt.names_unique():  # from the header columns: no merged table, no record per tensor
+            columns = [s.header.columns for s in ckpt.readable()]
+            return build_tree(chain.from_iterable(zip(c.names, c.dtypes, c.shapes) for c in columns))
+        return build_tree((n, t.dtype, t.shape) for n, (_, t) in ckpt.tensors().items())
 
     @property
     def errors(self) -> int:

@@ -6,6 +6,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass, field
 from itertools import compress
+from typing import Iterable
 from operator import attrgetter, ne
 
 from hccli.checkpoint.header import DTYPES, Header, TensorInfo
@@ -154,45 +155,48 @@ class TreeNode:
     children: list["TreeNode"] = field(default_factory=list)
 
 
-def build_tree(tensors: dict) -> list[TreeNode]:
+def build_tree(entries: Iterable[tuple[str, str, tuple[int, ...]]]) -> list[TreeNode]:
     """Collapse repeated layers: `layers.[0-39] x40` with the tensors every member
-    holds, and the exceptions (`in 2,8,14,20`); inner numbers (experts) collapse too."""
-    tops: dict[str, list] = {}  # key -> [members, templates, first info]
+    holds, and the exceptions (`in 2,8,14,20`); inner numbers (experts) collapse too.
+    `entries` are (name, dtype, shape), each name once."""
+    tops: dict[str, list] = {}  # key -> [members, templates, (dtype, shape) of the first]
     # A name's rest after the member number repeats in every member: its template once per rest.
     rests: dict[str, tuple[str, list[int]]] = {}
-    for name, (_, t) in tensors.items():
-        parts = name.split(".")
-        # the member number follows the root (layers.3, blk.3) or a prefixed root (model.layers.3)
-        i = 1 if len(parts) > 2 and parts[1].isdigit() else \
-            2 if len(parts) > 3 and parts[2].isdigit() and parts[0] in _PREFIXES else 0
-        if i:
-            key = ".".join(parts[:i])
-            top = tops.get(key)
-            if top is None:
-                top = tops[key] = [set(), {}, t]
-            member = int(parts[i])
-            top[0].add(member)
-            known = rests.get(".".join(parts[i + 1:]))
-            if known is None:
-                rest = parts[i + 1:]
-                inner = [int(p) for p in rest if p.isdigit()]
-                known = rests[".".join(rest)] = (".".join(["#" if p.isdigit() else p for p in rest]) if inner
-                                                 else ".".join(rest), inner)
-            tpl, inner = known
-            entry = top[1].get(tpl)
-            if entry is None:
-                entry = top[1][tpl] = [set(), set(), 0, set()]
-            entry[0].add(member)
-            if inner:
-                entry[1].update(inner)
-            entry[2] += 1
-            entry[3].add((t.dtype, t.shape))
-        else:
-            tops.setdefault(name, [set(), {}, t])
+    for name, dtype, shape in entries:
+        # the member number follows the root (layers.3, blk.3) or a prefixed root (model.layers.3);
+        # partition, not split and join: ~100k names
+        key, _, tail = name.partition(".")
+        num, dot, rest = tail.partition(".")
+        if not (dot and num.isdecimal()):  # decimal: what int() reads ('²' is a digit, not a number)
+            second, dot, rest = rest.partition(".") if dot and key in _PREFIXES else ("", "", "")
+            if dot and second.isdecimal():
+                key, num = f"{key}.{num}", second
+            else:
+                tops.setdefault(name, [set(), {}, (dtype, shape)])
+                continue
+        top = tops.get(key)
+        if top is None:
+            top = tops[key] = [set(), {}, (dtype, shape)]
+        member = int(num)
+        top[0].add(member)
+        known = rests.get(rest)
+        if known is None:
+            parts = rest.split(".")
+            inner = [int(p) for p in parts if p.isdecimal()]
+            known = rests[rest] = (".".join(["#" if p.isdecimal() else p for p in parts]) if inner else rest, inner)
+        tpl, inner = known
+        entry = top[1].get(tpl)
+        if entry is None:
+            entry = top[1][tpl] = [set(), set(), 0, set()]
+        entry[0].add(member)
+        if inner:
+            entry[1].update(inner)
+        entry[2] += 1
+        entry[3].add((dtype, shape))
     nodes = []
-    for key, (members, templates, info) in tops.items():
+    for key, (members, templates, (dtype, shape)) in tops.items():
         if not members:
-            nodes.append(TreeNode(key, 1, f"{info.dtype} {list(info.shape)}"))
+            nodes.append(TreeNode(key, 1, f"{dtype} {list(shape)}"))
             continue
         node = TreeNode(f"{key}.[{format_ranges(sorted(members))}]", len(members), f"x{len(members)}")
         for tpl, (where_set, inner, count, sigs) in templates.items():

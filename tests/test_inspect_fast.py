@@ -209,3 +209,41 @@ def test_inspect_json_imports_no_numpy_nor_verify(tiny_ckpt):
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout)["hc"]
     assert r.stderr.strip() == ""
+
+
+# --------------------------------------------------------------------------- tree
+
+
+def test_tree_takes_names_whose_digits_are_no_numbers():
+    """'²' is a digit to str.isdigit but no number to int(): such a part is a name, not a member."""
+    from hccli.inspect_tree import build_tree
+
+    nodes = build_tree([("layers.².w", "F32", (1,)), ("layers.0.w", "F32", (2,)), ("layers.1.w", "F32", (2,)),
+                        ("model.layers.³.w", "BF16", (3,)), ("blk.0.x.²", "F32", (4,))])
+    labels = {n.label: n for n in nodes}
+    assert labels["layers.².w"].count == 1 and labels["model.layers.³.w"].count == 1
+    assert labels["layers.[0-1]"].count == 2 and labels["blk.[0]"].children[0].label == "x.²"
+
+
+def test_inspect_prints_a_checkpoint_with_such_a_name(tmp_path, tiny_ckpt):
+    import shutil
+
+    from conftest import run_hc
+
+    ck = tmp_path / "odd"
+    shutil.copytree(tiny_ckpt, ck)
+    (ck / "model.safetensors.index.json").unlink()
+    write_shard(ck / "zz-odd.safetensors", [("layers.².odd", "F32", (1,), b"\0\0\0\0")])
+    r = run_hc("inspect", ck)
+    assert r.exit_code == 0, r.stdout[-2000:]
+    assert "layers.².odd" in r.stdout
+
+
+def test_tree_from_columns_equals_tree_from_the_merged_table(tiny_ckpt):
+    from hccli.inspect_tree import build_tree
+
+    ckpt = open_checkpoint(tiny_ckpt)
+    merged = build_tree((n, t.dtype, t.shape) for n, (_, t) in ckpt.tensors().items())
+    from hccli.inspect_report import build_inspect
+
+    assert build_inspect(tiny_ckpt).tree() == merged and len(merged) > 3

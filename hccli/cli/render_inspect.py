@@ -44,7 +44,7 @@ def _summary(r: InspectReport) -> Iterator[Any]:
                                     f"{' (offline, from the cache)' if rm.offline else ''}: {tr.bytes:,} bytes "
                                     f"transferred in {tr.requests} range requests, {tr.cached_files} files from "
                                     "the cache"))
-    yield Text(f"{len(c.shards)} shards, {_n(len(r.tensors))} tensors, {_n(r.stored_bytes)} stored bytes "
+    yield Text(f"{len(c.shards)} shards, {_n(r.n_tensors)} tensors, {_n(r.stored_bytes)} stored bytes "
                f"({r.stored_bytes / 1e9:,.2f} GB), {_n(r.logical_params)} logical parameters "
                f"({r.logical_params / 1e9:,.2f} G; fp4 bytes count 2, F8_E8M0 scales 0)")
     t = Table(show_edge=False, title="Bytes per dtype", title_justify="left")
