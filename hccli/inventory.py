@@ -45,7 +45,7 @@ COMPONENTS = (
     "dspark",
 )
 
-_SHAPE, _DTYPE = attrgetter("shape"), attrgetter("dtype")
+_NAME, _SHAPE, _DTYPE = attrgetter("name"), attrgetter("shape"), attrgetter("dtype")
 DTYPE_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E8M0": 1, "I8": 1, "I64": 8}
 
 
@@ -109,7 +109,7 @@ class Inventory:
         return sum(map(mul, map(prod, map(_SHAPE, ts)), map(DTYPE_BYTES.__getitem__, map(_DTYPE, ts))))
 
     def by_name(self) -> dict[str, TensorSpec]:
-        return {t.name: t for t in self.tensors}
+        return dict(zip(map(_NAME, self.tensors), self.tensors))
 
 
 class _Builder:

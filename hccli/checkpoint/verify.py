@@ -9,6 +9,8 @@ the hc_mult bound, fn projections in chunks, within FN_READ_BUDGET bytes a run."
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import compress, filterfalse
+from operator import and_, attrgetter, itemgetter, ne
 from pathlib import PurePosixPath
 
 from hccli import dialects as D
@@ -17,6 +19,9 @@ from hccli.checkpoint.shardset import Checkpoint
 from hccli.checkpoint.source import one_line
 from hccli.errors import HcError
 from hccli.vocab import HC_PARTS, MAX_HC_MULT, HcName, hc_from_mix_width
+
+_INFO, _SHAPE, _DTYPE, _EXACT = itemgetter(1), attrgetter("shape"), attrgetter("dtype"), attrgetter("exact")
+_SIGNATURE = attrgetter("dtype", "shape")  # equal for every tensor: no wrong shape, no wrong dtype
 
 # fn bytes one verify reads at most: V4-Pro's projections are ~340 MB in all; past this a
 # header would make verify read for minutes (a sparse file costs no disk for its claim).
@@ -254,7 +259,7 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
         return []
     stored = ckpt.tensors()
     inv = R.expected_layout(build_inventory(cfg), dialect, R.model_dtype(stored, dialect))
-    all_exact = all(t.exact for t in inv.values())
+    all_exact = all(map(_EXACT, inv.values()))
     have, unmapped = R.canonical_tensors(stored, dialect)
     out: list[Finding] = []
 
@@ -270,7 +275,7 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
         _each(tail, code, unsure, lambda n: make(n) + " (inventory best effort for this family)")
         out.extend(Finding(f.code, "warning", f.message) for f in tail)
 
-    missing = [n for n in inv if n not in have]
+    missing = list(filterfalse(have.__contains__, inv))
     if dialect == D.GGUF:
         hc_missing = [n for n in missing if "hc_" in n]
         rest = [n for n in missing if "hc_" not in n]
@@ -282,20 +287,19 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
     add("missing_tensor", missing,
         lambda n: f"'{n}' {inv[n].dtype or ''} {list(inv[n].shape)} is implied by the config but absent",
         lambda n: inv[n].exact)
-    add("unexpected_tensor", sorted(n for n in have if n not in inv),
+    add("unexpected_tensor", sorted(filterfalse(inv.__contains__, have)),
         lambda n: f"'{shown(n)}' in {have[n][0].file} is not implied by the config",
         lambda n: all_exact)
-    # one pass over ~100k names for both checks, each tensor looked up once
-    bad_shape: list[str] = []
-    bad_dtype: list[str] = []
-    for n, t in inv.items():
-        found = have.get(n)
-        if found is not None:
-            info = found[1]
-            if tuple(info.shape) != t.shape:
-                bad_shape.append(n)
-            if t.dtype and info.dtype != t.dtype:
-                bad_dtype.append(n)
+    # both checks over ~100k names as C-level maps over columns, each tensor looked up once
+    names = list(compress(inv, map(have.__contains__, inv)))
+    specs = list(map(inv.__getitem__, names))
+    infos = list(map(_INFO, map(have.__getitem__, names)))
+    if list(map(_SIGNATURE, infos)) == list(map(_SIGNATURE, specs)):  # the usual case: all as implied
+        bad_shape, bad_dtype = [], []
+    else:
+        bad_shape = list(compress(names, map(ne, map(tuple, map(_SHAPE, infos)), map(_SHAPE, specs))))
+        want = list(map(_DTYPE, specs))
+        bad_dtype = list(compress(names, map(and_, map(bool, want), map(ne, map(_DTYPE, infos), want))))
     add("wrong_shape", bad_shape,
         lambda n: f"'{shown(n)}' has shape {list(have[n][1].shape)}; the config implies {list(inv[n].shape)}",
         lambda n: inv[n].exact)
