@@ -9,8 +9,9 @@ the hc_mult bound, fn projections in chunks, within FN_READ_BUDGET bytes a run."
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import compress, filterfalse
-from operator import and_, attrgetter, itemgetter, ne
+from itertools import compress, filterfalse, repeat
+from typing import Any
+from operator import and_, attrgetter, eq, itemgetter, ne
 from pathlib import PurePosixPath
 
 from hccli import dialects as D
@@ -89,10 +90,13 @@ def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
     for name in ckpt.partial:
         out.append(_f("partial_file", f"'{name}' is a .partial file (an interrupted download or write?); "
                       "the checkpoint may be incomplete"))
-    occ = ckpt.occurrences()
-    dups = sorted(n for n, shards in occ.items() if len(shards) > 1)
-    _each(out, "duplicate_tensor", dups,
-          lambda n: f"tensor '{n}' is in {len(occ[n])} shards: " + ", ".join(s.file for s in occ[n]))
+    if ckpt.names_unique():  # no duplicates to list: the merged table says where each name is
+        occ: Any = _Single(ckpt.tensors())
+    else:
+        occ = ckpt.occurrences()
+        dups = sorted(n for n, shards in occ.items() if len(shards) > 1)
+        _each(out, "duplicate_tensor", dups,
+              lambda n: f"tensor '{n}' is in {len(occ[n])} shards: " + ", ".join(s.file for s in occ[n]))
     idx = ckpt.index
     if idx is None:
         if ckpt.kind == "directory" and len(ckpt.shards) > 1 and not is_gguf(ckpt.shards[0]):
@@ -101,15 +105,16 @@ def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
         wm = idx.weight_map
         gone = {*ckpt.unsafe, *ckpt.missing}
         unreadable = {s.file for s in ckpt.shards if s.header is None}
-        missing = sorted(n for n, f in wm.items() if n not in occ and f not in gone and f not in unreadable)
+        missing = sorted(n for n in filterfalse(occ.__contains__, wm) if wm[n] not in gone and wm[n] not in unreadable)
         _each(out, "index_missing_tensor", missing,
               lambda n: f"index lists '{n}' in {wm[n]}, which does not hold it")
-        unindexed = sorted(n for n in occ if n not in wm)
+        unindexed = sorted(filterfalse(wm.__contains__, occ))
         _each(out, "unindexed_tensor", unindexed,
               lambda n: f"tensor '{n}' in {occ[n][0].file} is not in the index")
-        wrong = sorted(n for n, shards in occ.items()
-                       if n in wm and len(shards) == 1 and wm[n] != shards[0].file
-                       and _norm(wm[n]) != _norm(shards[0].file))  # equal names need no PurePosixPath
+        wrong = [] if _index_agrees(ckpt, wm) else sorted(
+            n for n, shards in occ.items()
+            if n in wm and len(shards) == 1 and wm[n] != shards[0].file
+            and _norm(wm[n]) != _norm(shards[0].file))  # equal names need no PurePosixPath
         _each(out, "wrong_shard", wrong,
               lambda n: f"tensor '{n}' is in {occ[n][0].file}; the index says {wm[n]}")
         for s in ckpt.shards:
@@ -131,6 +136,35 @@ def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
 
             out += placement_findings(ckpt)
     return out
+
+
+class _Single:
+    """The merged table read as occurrences (name -> its one shard) when no name repeats: no
+    second table of ~100k entries."""
+
+    def __init__(self, tensors: dict):
+        self._t = tensors
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._t
+
+    def __getitem__(self, name: str) -> tuple:
+        return (self._t[name][0],)
+
+    def __iter__(self):
+        return iter(self._t)
+
+    def items(self):
+        return ((n, (ref[0],)) for n, ref in self._t.items())
+
+
+def _index_agrees(ckpt: Checkpoint, wm: dict[str, str]) -> bool:
+    """Whether the index names each readable shard for every tensor it holds, by one C-level
+    comparison per shard (then no tensor is in the wrong shard)."""
+    for s in ckpt.readable():
+        if not all(map(eq, repeat(s.file), map(wm.get, s.header.names))):  # eq: None (unindexed) is unequal
+            return False
+    return True
 
 
 def _norm(name: str) -> str:
