@@ -45,6 +45,7 @@ def test_count_params_imports_nothing_heavy(tmp_path, args):
     assert "hccli.count_report" in mods  # the probe saw the command run
     heavy = sorted(m for m in mods if m.split(".")[0] in HEAVY)
     assert not heavy, heavy
+    assert "rich._emoji_codes" not in mods  # nothing printed by default could hold an emoji code
     # other commands are registered only for --help
     assert not {"hccli.cli.inspect", "hccli.cli.run_kernel", "hccli.cli.bench"} & mods
 
@@ -52,3 +53,22 @@ def test_count_params_imports_nothing_heavy(tmp_path, args):
 def test_count_params_json_skips_rich_tables(tmp_path):
     assert "rich.table" not in _modules(tmp_path, "count-params", "--json")
     assert "hccli.totals" not in _modules(tmp_path, "count-params", "--json")
+
+
+@pytest.mark.parametrize("text", ["", "plain", "a: b", "x:smile:y", "[bold]x:smile:[/] y", ":+1: and :-1:",
+                                  "[bold]a:[/]b:", "dir/x:thumbs_up-emoji:y (style): 3", "10:30 : 4:5",
+                                  "\\[x:smile:]", "no: code: here"])
+def test_markup_matches_rich_default(text):
+    # render_count skips rich's emoji lookup where no code can be; what it draws must not change
+    from rich.text import Text
+
+    from hccli.cli.render_count import _markup
+
+    ours, rich_default = _markup(text, "table.title"), Text.from_markup(text, style="table.title")
+    assert (ours.plain, ours.spans, ours.style) == (rich_default.plain, rich_default.spans, rich_default.style)
+
+
+def test_markup_still_renders_emoji_codes():
+    from hccli.cli.render_count import _markup
+
+    assert _markup("x:smile:y").plain == "x\U0001f604y"
