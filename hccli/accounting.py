@@ -29,6 +29,8 @@ ROLES = ("window", "source", "reuse", "reindex", "compressed", "engram", "hash",
 
 @dataclass(frozen=True)
 class HcSite:
+    """One HC site: its owner and the parameters of each component."""
+
     layer: int | None  # None: the root head mix
     owner: str  # "layers.3", "mtp.2", or "" for the root head
     site: str
@@ -109,6 +111,8 @@ def groups_by_bounds(cfg: ModelConfig, plan: LayerPlan, ranges: tuple[tuple[int,
 
 @dataclass(frozen=True)
 class SelectionLine:
+    """One component of one site kind in a selection, and its arithmetic."""
+
     component: str
     site: str
     per_instance: int | None
@@ -118,6 +122,8 @@ class SelectionLine:
 
 @dataclass(frozen=True)
 class Selection:
+    """The selected sites and components, with their total."""
+
     description: str
     per_instance: int | None  # None when the selected sites differ
     instances: int

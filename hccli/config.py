@@ -32,6 +32,8 @@ BUNDLED_DEFAULT = "deepseek-v4.1-flash.json"
 
 @dataclass(frozen=True)
 class VisionConfig:
+    """The vision tower's shape, where the config has one."""
+
     n_layers: int
     dim: int
     n_heads: int
@@ -42,6 +44,8 @@ class VisionConfig:
 
 @dataclass(frozen=True)
 class ModelConfig:
+    """A validated config: the shapes and lists the counts are made from."""
+
     source: str  # the file it came from, for messages
     style: str  # "inference" | "hub"
     family: str  # "v4.1" (no head mix, KV sources, Engram) | "v4" (head mix)

@@ -13,6 +13,8 @@ from hccli.errors import HcError
 
 @dataclass(frozen=True)
 class LayerLists:
+    """The per-layer lists of a config, checked against each other."""
+
     compress_ratios: tuple[int, ...]
     n_stages: int
     dspark_targets: tuple[int, ...]

@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class ConfigRow:
+    """What the report read from the config: the header line of the tables."""
+
     path: str
     style: str
     family: str
@@ -47,6 +49,8 @@ class SiteRow:
 
 @dataclass(frozen=True)
 class GroupRow:
+    """One layer group and the HC parameters of its layers."""
+
     label: str
     first: int
     last: int
@@ -58,6 +62,8 @@ class GroupRow:
 
 @dataclass(frozen=True)
 class TextPathRow:
+    """The HC parameters of the text path (backbone sites and head mix)."""
+
     sites: int
     hc_params: int
     head_mix_params: int
@@ -65,6 +71,8 @@ class TextPathRow:
 
 @dataclass(frozen=True)
 class StagesRow:
+    """The DSpark/MTP stages, counted beside the text path."""
+
     kind: str
     count: int
     sites: int
@@ -73,6 +81,8 @@ class StagesRow:
 
 @dataclass(frozen=True)
 class LayerRow:
+    """One row of --by-layer."""
+
     layer: int
     name: str
     roles: tuple[str, ...]
@@ -86,6 +96,8 @@ class LayerRow:
 
 @dataclass(frozen=True)
 class CountReport:
+    """Everything `hc count-params` prints, as typed rows."""
+
     config: ConfigRow
     per_site: dict[str, SiteRow]
     selection: acc.Selection

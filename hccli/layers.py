@@ -22,6 +22,8 @@ from hccli.config import ModelConfig
 
 @dataclass(frozen=True)
 class LayerInfo:
+    """One backbone layer or stage, with its KV role."""
+
     index: int  # backbone 0..n_layers-1; stages n_layers + s
     name: str  # "layers.3" or "mtp.0"
     is_stage: bool
@@ -46,6 +48,8 @@ class LayerInfo:
 
 @dataclass(frozen=True)
 class Group:
+    """A run of layers that the layer-group table shows as one row."""
+
     index: int
     first: int
     last: int
@@ -63,6 +67,8 @@ class Group:
 
 @dataclass(frozen=True)
 class LayerPlan:
+    """Every layer and stage of a model, and their groups."""
+
     layers: tuple[LayerInfo, ...]
     groups: tuple[Group, ...]
     n_backbone: int

@@ -14,6 +14,8 @@ from hccli.jsonable import OMIT_IF_NONE
 
 @dataclass(frozen=True)
 class DtypeTotals:
+    """Tensors, elements and bytes of one dtype."""
+
     tensors: int
     elements: int
     bytes: int
@@ -21,6 +23,8 @@ class DtypeTotals:
 
 @dataclass(frozen=True)
 class ComponentTotals:
+    """One component's totals under each counting convention."""
+
     tensors: int
     stored_elements: int
     stored_bytes: int

@@ -4,6 +4,7 @@ titles and sentences live here, not in the core."""
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any, Iterator
 
 from rich.text import Text  # rich.console loads it anyway
@@ -67,13 +68,28 @@ DATA = {"no_wrap": True, "overflow": "fold"}
 NUMBER = {"no_wrap": True, "overflow": "fold", "justify": "right"}
 
 
+# Anything rich could read as an emoji code (":smile:", ":warning-emoji:"): two colons with no
+# space between. Text without such a pair comes out of rich the same with emoji on or off.
+_MAY_HOLD_EMOJI = re.compile(r":\S*:").search
+
+
+def _markup(text: str, style: str = "") -> Text:
+    # What rich makes of a str (console.render_str), but its emoji table (~2 ms of start-up
+    # to load) is only consulted where the text could hold a code.
+    return Text.from_markup(text, style=style, emoji=_MAY_HOLD_EMOJI(text) is not None)
+
+
 def _table(title: str, *columns: tuple[str, dict[str, Any]]) -> Table:
     from rich.table import Table  # here: --json starts without rich's tables (~6 ms)
 
-    t = Table(title=title, title_justify="left", show_edge=False)
+    t = Table(title=_markup(title, "table.title"), title_justify="left", show_edge=False)
     for name, kind in columns:
-        t.add_column(name, **kind)
+        t.add_column(_markup(name), **kind)
     return t
+
+
+def _add(t: Table, *cells: str) -> None:
+    t.add_row(*map(_markup, cells))
 
 
 def _n(x: int) -> str:
@@ -87,28 +103,28 @@ def _gb(b: int) -> str:
 def _header(r: CountReport) -> Iterator[Any]:
     c = r.config
     stage_word = "DSpark" if c.stage_kind == "dspark" else "MTP"
-    yield Text.from_markup(
+    yield _markup(
         f"[bold]{safe(c.path)}[/] ({c.style} style, family {c.family}): "
         f"{c.n_layers} layers + {c.n_stages} {stage_word} stage{'s' if c.n_stages != 1 else ''}, "
         f"dim {c.dim:,}, hc_mult {c.hc_mult}, {c.hc_sinkhorn_iters} Sinkhorn iterations, eps {c.hc_eps:g}, "
         f"{'head mix' if c.head_mix else 'no head mix'}"
     )
     for note in c.notes:
-        yield Text.from_markup(f"[yellow]note:[/] {safe(note)}")
+        yield _markup(f"[yellow]note:[/] {safe(note)}")
 
 
 def _selection(r: CountReport) -> Iterator[Any]:
     sel = r.selection
-    yield Text.from_markup(f"\n[bold]Selection[/]: {safe(sel.description)}")
+    yield _markup(f"\n[bold]Selection[/]: {safe(sel.description)}")
     for line in sel.lines:
         yield Text("  " + line_text(line))
     if len(sel.lines) > 1:
         unit = "site" if sel.instances == 1 else "sites"
         if sel.per_instance is not None:
-            yield Text.from_markup(
+            yield _markup(
                 f"  [bold]Total: {_n(sel.per_instance)} x {sel.instances} {unit} = {_n(sel.total)}[/]")
         else:
-            yield Text.from_markup(f"  [bold]Total: {sel.instances} {unit}, {_n(sel.total)}[/]")
+            yield _markup(f"  [bold]Total: {sel.instances} {unit}, {_n(sel.total)}[/]")
 
 
 def _per_site(r: CountReport) -> Iterator[Any]:
@@ -119,8 +135,8 @@ def _per_site(r: CountReport) -> Iterator[Any]:
         title = "One attention or FFN site" if site == "attn+ffn" else f"One {SITE_TITLES[site]}"
         t = _table(f"{title} (per layer)", ("component", TEXT), ("calculation", DATA), ("parameters", NUMBER))
         for comp, n in info.params.items():
-            t.add_row(f"{HC_TITLES[comp]} ({comp})", info.detail[comp], _n(n))
-        t.add_row("[bold]site total[/]", "", f"[bold]{_n(info.total)}[/]")
+            _add(t, f"{HC_TITLES[comp]} ({comp})", info.detail[comp], _n(n))
+        _add(t, "[bold]site total[/]", "", f"[bold]{_n(info.total)}[/]")
         yield Text("")
         yield t
 
@@ -128,12 +144,12 @@ def _per_site(r: CountReport) -> Iterator[Any]:
 def _groups(r: CountReport) -> Iterator[Any]:
     t = _table("Layer groups", ("group", DATA), ("layers", NUMBER), ("what", TEXT), ("HC parameters", NUMBER))
     for g in r.groups:
-        t.add_row(g.label, str(g.layers), g.description, _n(g.hc_params))
+        _add(t, g.label, str(g.layers), g.description, _n(g.hc_params))
     yield Text("")
     yield t
     tp, st = r.text_path, r.stages
     head = f" (head mix {_n(tp.head_mix_params)})" if tp.head_mix_params else ""
-    yield Text.from_markup(f"\n[bold]Text path HC parameters[/]: {_n(tp.hc_params)} in {tp.sites} sites{head}")
+    yield _markup(f"\n[bold]Text path HC parameters[/]: {_n(tp.hc_params)} in {tp.sites} sites{head}")
     if st.count:
         word = "DSpark" if st.kind == "dspark" else "MTP"
         yield Text(f"{word} stages, reported beside: {_n(st.hc_params)} in {st.sites} sites "
@@ -144,7 +160,7 @@ def _layers(r: CountReport) -> Iterator[Any]:
     t = _table("Per layer", ("layer", DATA), ("roles", TEXT), ("ratio", NUMBER), ("group", DATA),
                *((col, NUMBER) for col in ("attn", "ffn", "head", "total")))
     for row in r.layers or ():
-        t.add_row(row.name, ", ".join(row.roles), str(row.compress_ratio), row.group,
+        _add(t, row.name, ", ".join(row.roles), str(row.compress_ratio), row.group,
                   _n(row.attn), _n(row.ffn), _n(row.head) if row.head else "-", _n(row.total))
     yield Text("")
     yield t
@@ -170,24 +186,24 @@ def _model(r: CountReport) -> Iterator[Any]:
     t = _table("Whole model, by component", ("component", TEXT),
                *((col, NUMBER) for col in ("tensors", "stored elements", "stored bytes", "logical parameters")))
     for name, c in tot.components.items():
-        t.add_row(COMPONENT_TITLES[name], _n(c.tensors), _n(c.stored_elements), _gb(c.stored_bytes),
+        _add(t, COMPONENT_TITLES[name], _n(c.tensors), _n(c.stored_elements), _gb(c.stored_bytes),
                   _n(c.logical_params))
-    t.add_row("[bold]all[/]", f"[bold]{_n(tot.tensors)}[/]", f"[bold]{_n(tot.stored_elements)}[/]",
+    _add(t, "[bold]all[/]", f"[bold]{_n(tot.tensors)}[/]", f"[bold]{_n(tot.stored_elements)}[/]",
               f"[bold]{_gb(tot.stored_bytes)}[/]", f"[bold]{_n(tot.logical_params)}[/]")
     yield Text("")
     yield t
     d = _table("Bytes per dtype", ("dtype", DATA), *((col, NUMBER) for col in ("tensors", "elements", "bytes")))
     for k, v in sorted(tot.dtypes.items(), key=lambda kv: -kv[1].bytes):
-        d.add_row(k, _n(v.tensors), _n(v.elements), f"{_n(v.bytes)} ({_gb(v.bytes)})")
+        _add(d, k, _n(v.tensors), _n(v.elements), f"{_n(v.bytes)} ({_gb(v.bytes)})")
     yield Text("")
     yield d
     cv = _table("Totals under each counting convention (JSON keys: see the README's counting conventions)",
                 ("convention", TEXT), ("value", NUMBER), ("", NUMBER), ("JSON key", DATA))
     for key, title, _what in CONVENTIONS:
         value = getattr(tot, key)
-        cv.add_row(title, _n(value), f"{value / 1e9:,.2f} G", key)
+        _add(cv, title, _n(value), f"{value / 1e9:,.2f} G", key)
     if tot.transformers_params is not None:
-        cv.add_row("transformers' num_parameters()", _n(tot.transformers_params),
+        _add(cv, "transformers' num_parameters()", _n(tot.transformers_params),
                    f"{tot.transformers_params / 1e9:,.2f} G", "transformers_params")
     yield Text("")
     yield cv
@@ -195,7 +211,7 @@ def _model(r: CountReport) -> Iterator[Any]:
         left = "; ".join(f"{why} {_n(n)}" for why, n in tot.transformers_params_left_out.items())
         yield Text(f"transformers' count leaves out: {left}")
     if not tot.exact:
-        yield Text.from_markup(
+        yield _markup(
             "[yellow]best effort:[/] only the hyper-connection tensors of this family are exact; "
             "the rest of the inventory follows public header readings and may differ from a release."
         )
