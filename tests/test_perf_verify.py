@@ -33,3 +33,31 @@ def test_expert_groups_match_per_tensor_inventory(name):
     want = _per_tensor(cfg)
     assert got.tensors == want.tensors
     assert got.release == want.release
+
+
+def _spec(name, dtype, shape):
+    return INV.TensorSpec(name, shape, dtype, "attention", None, "text")
+
+
+ODD_NAMES = ["b", "a\"q", "a\\\\s", "é", "\u00ff", "\U0001f600x", "z\nline", "A", "a.10", "a.9", "\uffff", "ab"]
+
+
+def test_serializer_order_is_byte_order_then_dtype():
+    from hccli.st_layout import _RANK, serializer_order
+
+    specs = [_spec(n, d, (1,)) for n in ODD_NAMES for d in ("F32", "BF16", "I8")]
+    got = serializer_order(specs)
+    assert got == sorted(specs, key=lambda t: (-_RANK[t.dtype], t.name.encode("utf-8")))
+
+
+@pytest.mark.parametrize("names", [ODD_NAMES, ["plain.a", "plain.b"], ["\u00e9t\u00e9"], ["one"]])
+def test_header_size_counts_escapes_and_digits(names):
+    from hccli.checkpoint.placement import _header_size
+    from hccli.st_layout import serializer_order
+    from hccli.synth import ShardPlan, shard_header
+
+    # sizes crossing digit counts, so offsets of 1 to 13 digits are counted
+    specs = [_spec(n, "F32", (10 ** (k % 4), 3)) for k, n in enumerate(names)]
+    specs += [_spec(f"big.{k}", "I8", (7 ** k + 1,)) for k in range(14)]
+    plan = ShardPlan("model-00001-of-00001.safetensors", tuple(serializer_order(specs)))
+    assert _header_size(plan, [t.nbytes for t in plan.tensors]) == len(shard_header(plan))
