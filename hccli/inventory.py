@@ -18,8 +18,11 @@ Quantised weights: fp8(o, i) is `.weight` F8_E4M3 [o, i] plus `.scale` F8_E8M0
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from math import ceil, prod
+from operator import attrgetter
+from typing import NamedTuple
 from functools import lru_cache
 
 from hccli.config import ModelConfig
@@ -46,8 +49,9 @@ COMPONENTS = (
 DTYPE_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E8M0": 1, "I8": 1, "I64": 8}
 
 
-@dataclass(frozen=True, slots=True)
-class TensorSpec:
+class TensorSpec(NamedTuple):
+    # a NamedTuple, not a frozen dataclass: as immutable, and built in half the time (an
+    # inventory is ~100k of them, built on every verify); no code iterates or unpacks one
     name: str
     shape: tuple[int, ...]
     dtype: str
@@ -100,7 +104,9 @@ class Inventory:
     @property
     def total_size(self) -> int:
         """The index's metadata.total_size: the sum of the tensors' byte spans."""
-        return sum(t.nbytes for t in self.tensors)
+        # per distinct (shape, dtype): a release has ~100k tensors of a few dozen kinds
+        kinds = Counter(zip(map(attrgetter("shape"), self.tensors), map(attrgetter("dtype"), self.tensors)))
+        return sum(prod(shape) * DTYPE_BYTES[dtype] * k for (shape, dtype), k in kinds.items())
 
     def by_name(self) -> dict[str, TensorSpec]:
         return {t.name: t for t in self.tensors}
@@ -220,13 +226,12 @@ def _experts(b: _Builder, prefix: str, n: int, inter: int, dim: int) -> None:
     if not first or n < 2:
         return
     skip = len(f"{prefix}0")
-    rows = [(t.name[skip:], t.shape, t.dtype, t.component, t.layer, t.scope, t.fp4_packed, t.exact, t.shard)
-            for t in first]
-    spec, append = TensorSpec, b.out.append
+    rows = [(t.name[skip:], t[1:]) for t in first]
+    new, spec, append = tuple.__new__, TensorSpec, b.out.append
     for x in range(1, n):
         e = f"{prefix}{x}"
-        for suffix, *rest in rows:
-            append(spec(e + suffix, *rest))
+        for suffix, rest in rows:
+            append(new(spec, (e + suffix, *rest)))
 
 
 def _engram(b: _Builder, p: str, rows: int) -> None:
