@@ -9,6 +9,7 @@ the hc_mult bound, fn projections in chunks, within FN_READ_BUDGET bytes a run."
 from __future__ import annotations
 
 from dataclasses import dataclass
+from operator import attrgetter, itemgetter, ne
 from pathlib import PurePosixPath
 
 from hccli import dialects as D
@@ -253,7 +254,7 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
         return []
     stored = ckpt.tensors()
     inv = R.expected_layout(build_inventory(cfg), dialect, R.model_dtype(stored, dialect))
-    all_exact = all(t.exact for t in inv.values())
+    all_exact = all(map(attrgetter("exact"), inv.values()))
     have, unmapped = R.canonical_tensors(stored, dialect)
     out: list[Finding] = []
 
@@ -269,7 +270,10 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
         _each(tail, code, unsure, lambda n: make(n) + " (inventory best effort for this family)")
         out.extend(Finding(f.code, "warning", f.message) for f in tail)
 
-    missing = [n for n in inv if n not in have]
+    # set differences first: on a whole checkpoint both are empty, and ~100k names never
+    # go through Python code one by one
+    absent = inv.keys() - have.keys()
+    missing = [n for n in inv if n not in have] if absent else []
     if dialect == D.GGUF:
         hc_missing = [n for n in missing if "hc_" in n]
         rest = [n for n in missing if "hc_" not in n]
@@ -281,20 +285,17 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
     add("missing_tensor", missing,
         lambda n: f"'{n}' {inv[n].dtype or ''} {list(inv[n].shape)} is implied by the config but absent",
         lambda n: inv[n].exact)
-    add("unexpected_tensor", sorted(n for n in have if n not in inv),
+    add("unexpected_tensor", sorted(have.keys() - inv.keys()),
         lambda n: f"'{shown(n)}' in {have[n][0].file} is not implied by the config",
         lambda n: all_exact)
-    # one pass over ~100k names for both checks, each tensor looked up once
-    bad_shape: list[str] = []
-    bad_dtype: list[str] = []
-    for n, t in inv.items():
-        found = have.get(n)
-        if found is not None:
-            info = found[1]
-            if tuple(info.shape) != t.shape:
-                bad_shape.append(n)
-            if t.dtype and info.dtype != t.dtype:
-                bad_dtype.append(n)
+    # both checks over ~100k names in C-level maps: each side's shapes and dtypes in one list
+    both = [n for n in inv if n in have] if absent else list(inv)
+    want = list(map(inv.__getitem__, both))
+    got = list(map(itemgetter(1), map(have.__getitem__, both)))
+    bad_shape = [n for n, differs in zip(both, map(ne, map(tuple, map(attrgetter("shape"), got)),
+                                                   map(attrgetter("shape"), want))) if differs]
+    bad_dtype = [n for n, w, g in zip(both, map(attrgetter("dtype"), want), map(attrgetter("dtype"), got))
+                 if w and w != g]
     add("wrong_shape", bad_shape,
         lambda n: f"'{shown(n)}' has shape {list(have[n][1].shape)}; the config implies {list(inv[n].shape)}",
         lambda n: inv[n].exact)
