@@ -216,9 +216,8 @@ def _ffn(b: _Builder, p: str, n_experts: int, hash_routed: bool) -> None:
 
 
 def _experts(b: _Builder, prefix: str, n: int, inter: int, dim: int) -> None:
-    """Expert 0 through add() (placement, scope, dtype rules), then its entries repeated for
-    the others with only the index in the name changed: ~100k tensors, one call each
-    instead of a chain of three (verify builds this inventory on every run)."""
+    """Expert 0 through add() (placement, scope, dtype rules), then its entries repeated with
+    the index changed: ~100k tensors a release, one tuple each (verify builds them every run)."""
     start = len(b.out)
     for w, (o, i) in (("w1", (inter, dim)), ("w3", (inter, dim)), ("w2", (dim, inter))):
         b.expert_linear(f"{prefix}0.{w}", o, i, "routed_experts")

@@ -61,3 +61,26 @@ def test_header_size_counts_escapes_and_digits(names):
     specs += [_spec(f"big.{k}", "I8", (7 ** k + 1,)) for k in range(14)]
     plan = ShardPlan("model-00001-of-00001.safetensors", tuple(serializer_order(specs)))
     assert _header_size(plan, [t.nbytes for t in plan.tensors]) == len(shard_header(plan))
+
+
+def _findings(path, code):
+    from conftest import run_hc
+
+    r = run_hc("inspect", path, "--verify", "--json")
+    return r.exit_code, [f for f in r.json()["findings"] if f["code"] == code]
+
+
+def test_one_tensor_gone_from_one_expert_group_and_one_shape_changed(tmp_path):
+    from ckpt_tools import edit_index, read_entries, rewrite, shard_of, tiny
+
+    ck = tiny(tmp_path / "ck")
+    gone, bent = "layers.1.ffn.experts.2.w3.scale", "layers.0.ffn.experts.3.w2.weight"
+    rewrite(shard_of(ck, gone), drop={gone})
+    edit_index(ck, lambda d: d["weight_map"].pop(gone))
+    (dtype, shape, data), = [(d, s, b) for n, d, s, b in read_entries(shard_of(ck, bent)) if n == bent]
+    rewrite(shard_of(ck, bent), replace={bent: (dtype, (shape[1], shape[0]), data)})
+    code, missing = _findings(ck, "missing_tensor")
+    assert code == 1 and [f["message"].split("'")[1] for f in missing] == [gone]
+    _, shapes = _findings(ck, "wrong_shape")
+    assert [f["message"].split("'")[1] for f in shapes] == [bent]
+
