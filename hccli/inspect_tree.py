@@ -58,41 +58,89 @@ class TreeNode:
     children: list["TreeNode"] = field(default_factory=list)
 
 
+_DTYPE, _SHAPE, _SIG = attrgetter("dtype"), attrgetter("shape"), attrgetter("dtype", "shape")
+
+
+def _number(part: str) -> bool:
+    # ASCII digits only: str.isdigit() also accepts '²' and '٣', which int() refuses
+    return part.isdigit() and part.isascii()
+
+
+def _member_split(name: str) -> tuple[str, str, str] | None:
+    """(root, member number, rest) of a member's tensor name, or None for a top-level tensor.
+
+    The member number follows the root (layers.3, blk.3) or a prefixed root (model.layers.3)."""
+    head, _, tail = name.partition(".")
+    mem, dot, rest = tail.partition(".")
+    if dot and _number(mem):
+        return head, mem, rest
+    if head in _PREFIXES:
+        sub, _, tail = tail.partition(".")
+        mem, dot, rest = tail.partition(".")
+        if dot and _number(mem):
+            return f"{head}.{sub}", mem, rest
+    return None
+
+
 def build_tree(tensors: dict) -> list[TreeNode]:
     """Collapse repeated layers: `layers.[0-39] x40` with the tensors every member
     holds, and the exceptions (`in 2,8,14,20`); inner numbers (experts) collapse too."""
+    # One pass of cheap string work per name groups the names by (root, rest); the sets,
+    # templates and signatures are then built once per group (~2k groups for ~96k names).
+    groups: dict[tuple[str, str | None], list] = {}  # (root, rest) -> [member numbers, infos]
+    split = _member_split
+    for name, (_, t) in tensors.items():
+        head, _, tail = name.partition(".")
+        mem, dot, rest = tail.partition(".")
+        if dot and mem.isdigit() and mem.isascii():  # _member_split's common case, inline
+            parts = (head, mem, rest)
+        else:
+            parts = split(name)
+            if parts is None:
+                groups.setdefault((name, None), [None, t])  # a top-level tensor
+                continue
+            head, mem, rest = parts
+        group = groups.get((head, rest))
+        if group is None:
+            groups[(head, rest)] = [[mem], [t]]
+        else:
+            group[0].append(mem)
+            group[1].append(t)
     tops: dict[str, list] = {}  # key -> [members, templates, first info]
     # A name's rest after the member number repeats in every member: its template once per rest.
     rests: dict[str, tuple[str, list[int]]] = {}
-    for name, (_, t) in tensors.items():
-        parts = name.split(".")
-        # the member number follows the root (layers.3, blk.3) or a prefixed root (model.layers.3)
-        i = 1 if len(parts) > 2 and parts[1].isdigit() else \
-            2 if len(parts) > 3 and parts[2].isdigit() and parts[0] in _PREFIXES else 0
-        if i:
-            key = ".".join(parts[:i])
-            top = tops.get(key)
-            if top is None:
-                top = tops[key] = [set(), {}, t]
-            member = int(parts[i])
-            top[0].add(member)
-            known = rests.get(".".join(parts[i + 1:]))
-            if known is None:
-                rest = parts[i + 1:]
-                inner = [int(p) for p in rest if p.isdigit()]
-                known = rests[".".join(rest)] = (".".join(["#" if p.isdigit() else p for p in rest]) if inner
-                                                 else ".".join(rest), inner)
-            tpl, inner = known
-            entry = top[1].get(tpl)
-            if entry is None:
-                entry = top[1][tpl] = [set(), set(), 0, set()]
-            entry[0].add(member)
-            if inner:
-                entry[1].update(inner)
-            entry[2] += 1
-            entry[3].add((t.dtype, t.shape))
+    member_sets: dict[str, set[int]] = {}  # most groups share their member list: one set for all
+    for (key, rest), (mems, ts) in groups.items():
+        if rest is None:
+            tops.setdefault(key, [set(), {}, ts])
+            continue
+        top = tops.get(key)
+        if top is None:
+            top = tops[key] = [set(), {}, ts[0]]
+        joined = " ".join(mems)
+        members = member_sets.get(joined)
+        if members is None:
+            members = member_sets[joined] = set(map(int, mems))
+        top[0] |= members
+        known = rests.get(rest)
+        if known is None:
+            parts = rest.split(".")
+            inner = [int(p) for p in parts if _number(p)]
+            known = rests[rest] = (".".join(["#" if _number(p) else p for p in parts]) if inner else rest, inner)
+        tpl, inner = known
+        entry = top[1].get(tpl)
+        if entry is None:
+            entry = top[1][tpl] = [set(), set(), 0, set()]
+        entry[0] |= members
+        if inner:
+            entry[1].update(inner)
+        entry[2] += len(ts)
+        dtypes = set(map(_DTYPE, ts))
+        if len(dtypes) == 1:  # the common case: hash the shapes alone, pair them once
+            (dtype,) = dtypes
+            entry[3].update([(dtype, shape) for shape in set(map(_SHAPE, ts))])
         else:
-            tops.setdefault(name, [set(), {}, t])
+            entry[3].update(map(_SIG, ts))
     nodes = []
     for key, (members, templates, info) in tops.items():
         if not members:
