@@ -2,6 +2,8 @@
 
 import struct
 
+import pytest
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -74,3 +76,34 @@ def test_tree_matches_reference_grouping(names, shapes):
             sig = e[3]
             assert (f"{len(sig)} shapes" in child.detail) if len(sig) > 2 else \
                 all(f"{d} {list(s)}" in child.detail for d, s in sig)
+
+
+def _draw(renderable, width: int, terminal: bool) -> str:
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    Console(file=out, width=width, force_terminal=terminal, color_system="truecolor" if terminal else None,
+            highlight=False, soft_wrap=False).print(renderable)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("width", [200, 100_000, 30, 12])
+@pytest.mark.parametrize("terminal", [True, False])
+def test_fast_tree_draws_as_rich_tree(width, terminal, monkeypatch):
+    from hccli.cli.render_inspect import _Tree
+    from hccli.cli.output import safe
+
+    nodes = [(f"{safe('embed [x]')}  [dim]BF16 [4, 8][/]", []),
+             ("layers.[0-3]  [dim]x4[/]", ["attn.wq.weight  [dim]F32 [8, 8] x4[/]",
+                                          f"{safe(':smile: ffn.[0-7].w1')}  [dim]I8 [2] x32 in 1,3[/]"]),
+             ("mtp.[0]  [dim]x1[/]", ["norm  [dim]F32 [8] x1[/]"]),
+             ("norm.weight  [dim]" + "F32 [8] " * 3 + "[/]", [])]
+    fast = _Tree("[bold]tensors[/] (repeated layers collapsed)", nodes)
+    reference = _draw(fast.tree(), width, terminal)
+    if width >= 200:  # every line fits: the line-by-line drawing, not rich's Tree, must draw it
+        monkeypatch.setattr(_Tree, "tree", lambda self: pytest.fail("fell back to rich's Tree"))
+    drawn = _draw(fast, width, terminal)
+    assert drawn == reference
+    assert "│   └── norm" in drawn and ("\x1b[2m" in drawn) == terminal
