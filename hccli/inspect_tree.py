@@ -88,18 +88,16 @@ def build_tree(tensors: dict) -> list[TreeNode]:
     # One pass of cheap string work per name groups the names by (root, rest); the sets,
     # templates and signatures are then built once per group (~2k groups for ~96k names).
     groups: dict[tuple[str, str | None], list] = {}  # (root, rest) -> [member numbers, infos]
-    split = _member_split
+    member_split = _member_split
     for name, (_, t) in tensors.items():
-        head, _, tail = name.partition(".")
-        mem, dot, rest = tail.partition(".")
-        if dot and mem.isdigit() and mem.isascii():  # _member_split's common case, inline
-            parts = (head, mem, rest)
-        else:
-            parts = split(name)
+        parts = name.split(".", 2)
+        # _member_split's common case (root.N.rest), inline: one C call per name
+        if not (len(parts) == 3 and parts[1].isdigit() and parts[1].isascii()):
+            parts = member_split(name)
             if parts is None:
                 groups.setdefault((name, None), [None, t])  # a top-level tensor
                 continue
-            head, mem, rest = parts
+        head, mem, rest = parts
         group = groups.get((head, rest))
         if group is None:
             groups[(head, rest)] = [[mem], [t]]
