@@ -107,3 +107,11 @@ def test_fast_tree_draws_as_rich_tree(width, terminal, monkeypatch):
     drawn = _draw(fast, width, terminal)
     assert drawn == reference
     assert "│   └── norm" in drawn and ("\x1b[2m" in drawn) == terminal
+
+
+def test_fast_tree_two_line_label_goes_to_rich():
+    from hccli.cli.render_inspect import _Tree
+
+    fast = _Tree("tensors", [("a\nb  [dim]x2[/]", ["c  [dim]F32 [1][/]"]), ("d", [])])
+    drawn = _draw(fast, 1000, True)
+    assert drawn == _draw(fast.tree(), 1000, True) and "│   b" in drawn

@@ -83,8 +83,6 @@ class _Tree:
             lines = []
             render = console.render_str
             root = render(self.root, highlight=False)
-            if root.cell_len > options.max_width:
-                plain = False
             last_node = len(self.nodes) - 1
             for i, (label, children) in enumerate(self.nodes):
                 lines.append((("└── " if i == last_node else "├── ",), render(label, highlight=False)))
@@ -92,9 +90,10 @@ class _Tree:
                 last_child = len(children) - 1
                 lines.extend(((stem, "└── " if j == last_child else "├── "), render(child, highlight=False))
                              for j, child in enumerate(children))
-            # each guide is 4 cells; a label wider than the rest of the line would wrap
-            if plain and any(4 * len(guides) + text.cell_len > options.max_width for guides, text in lines):
-                plain = False
+            # each guide is 4 cells; a label wider than the rest of the line would wrap, and one of
+            # two lines (safe() leaves none) would need a guide on its second
+            plain = not any(4 * len(guides) + text.cell_len > options.max_width or "\n" in text.plain
+                            for guides, text in [((), root), *lines])
         if not plain:
             yield self.tree()
             return
