@@ -155,6 +155,12 @@ class TreeNode:
     children: list["TreeNode"] = field(default_factory=list)
 
 
+def _number(part: str) -> bool:
+    """A member or inner number: ASCII digits only (str.isdigit() also takes '²' and '٣', which are
+    names here, and int() refuses the first)."""
+    return part.isdigit() and part.isascii()
+
+
 def build_tree(entries: Iterable[tuple[str, str, tuple[int, ...]]]) -> list[TreeNode]:
     """Collapse repeated layers: `layers.[0-39] x40` with the tensors every member
     holds, and the exceptions (`in 2,8,14,20`); inner numbers (experts) collapse too.
@@ -167,9 +173,9 @@ def build_tree(entries: Iterable[tuple[str, str, tuple[int, ...]]]) -> list[Tree
         # partition, not split and join: ~100k names
         key, _, tail = name.partition(".")
         num, dot, rest = tail.partition(".")
-        if not (dot and num.isdecimal()):  # decimal: what int() reads ('²' is a digit, not a number)
+        if not (dot and _number(num)):
             second, dot, rest = rest.partition(".") if dot and key in _PREFIXES else ("", "", "")
-            if dot and second.isdecimal():
+            if dot and _number(second):
                 key, num = f"{key}.{num}", second
             else:
                 tops.setdefault(name, [set(), {}, (dtype, shape)])
@@ -182,8 +188,8 @@ def build_tree(entries: Iterable[tuple[str, str, tuple[int, ...]]]) -> list[Tree
         known = rests.get(rest)
         if known is None:
             parts = rest.split(".")
-            inner = [int(p) for p in parts if p.isdecimal()]
-            known = rests[rest] = (".".join(["#" if p.isdecimal() else p for p in parts]) if inner else rest, inner)
+            inner = [int(p) for p in parts if _number(p)]
+            known = rests[rest] = (".".join(["#" if _number(p) else p for p in parts]) if inner else rest, inner)
         tpl, inner = known
         entry = top[1].get(tpl)
         if entry is None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+from rich.segment import Segment
+from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
@@ -57,14 +59,62 @@ def _summary(r: InspectReport) -> Iterator[Any]:
         yield Text.from_markup(f"[yellow]note:[/] config.json not used: {safe(c.config_error)}")
 
 
+class _Tree:
+    """A root and two levels drawn exactly as rich's Tree draws them, line by line, when
+    every line fits the width (always on a pipe). rich's own pass lays out every node as a
+    wrappable block (~25 ms for the ~400 nodes of a full checkpoint); anything else that
+    changes the drawing (a line to wrap, ASCII guides, a styled theme) goes to rich."""
+
+    def __init__(self, root: str, nodes: list[tuple[str, list[str]]]) -> None:
+        self.root, self.nodes = root, nodes
+
+    def tree(self) -> Tree:
+        t = Tree(self.root)
+        for label, children in self.nodes:
+            branch = t.add(label)
+            for child in children:
+                branch.add(child)
+        return t
+
+    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
+        plain = not (options.ascii_only or options.legacy_windows or console.get_style("tree")
+                     or console.get_style("tree.line"))
+        if plain:
+            lines = []
+            render = console.render_str
+            root = render(self.root, highlight=False)
+            last_node = len(self.nodes) - 1
+            for i, (label, children) in enumerate(self.nodes):
+                lines.append((("└── " if i == last_node else "├── ",), render(label, highlight=False)))
+                stem = "    " if i == last_node else "│   "
+                last_child = len(children) - 1
+                lines.extend(((stem, "└── " if j == last_child else "├── "), render(child, highlight=False))
+                             for j, child in enumerate(children))
+            # each guide is 4 cells; a label wider than the rest of the line would wrap, and one of
+            # two lines (safe() leaves none) would need a guide on its second
+            plain = not any(4 * len(guides) + text.cell_len > options.max_width or "\n" in text.plain
+                            for guides, text in [((), root), *lines])
+        if not plain:
+            yield self.tree()
+            return
+        new_line = Segment.line()
+        # rich's Tree ends each guide with this style (no bold, no double underline) too
+        guide = Style(bold=False, underline2=False)
+        yield from root.render(console, end="")
+        yield new_line
+        for guides, text in lines:
+            for g in guides:  # one segment per level, as rich yields them
+                yield Segment(g, guide)
+            yield from text.render(console, end="")
+            yield new_line
+
+
 def _tree(r: InspectReport) -> Iterator[Any]:
-    root = Tree("[bold]tensors[/] (repeated layers collapsed)")
-    for node in r.tree():
-        branch = root.add(f"{safe(node.label)}  [dim]{safe(node.detail)}[/]")
-        for child in node.children:
-            branch.add(f"{safe(child.label)}  [dim]{safe(child.detail)}[/]")
+    nodes = [(f"{safe(node.label)}  [dim]{safe(node.detail)}[/]",
+              [f"{safe(child.label)}  [dim]{safe(child.detail)}[/]" for child in node.children])
+             for node in r.tree()]
     yield Text("")
-    yield root
+    yield _Tree("[bold]tensors[/] (repeated layers collapsed)", nodes)
 
 
 def _rows(r: InspectReport, limit: int, filters: str) -> Iterator[Any]:

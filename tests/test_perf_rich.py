@@ -1,0 +1,117 @@
+"""`hc inspect`'s collapsed tree: the fast grouping in build_tree keeps the old meaning."""
+
+import struct
+
+import pytest
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ckpt_tools import write_shard
+from conftest import run_hc
+from hccli.checkpoint.header import TensorInfo
+from hccli.inspect_tree import build_tree
+
+F32_ONE = struct.pack("<f", 1.0)
+
+
+def test_non_ascii_digit_parts_print_not_crash(tmp_path):
+    # '²' and '٣' pass str.isdigit() but int() refuses them: they are names, not member numbers
+    f = tmp_path / "odd.safetensors"
+    names = ["layers.².w.weight", "layers.0.x.٣.weight", "model.layers.².w", "blocks.1.ffn.²"]
+    write_shard(f, [(n, "F32", (1,), F32_ONE) for n in names])
+    r = run_hc("inspect", f)
+    assert r.exit_code == 0, r.stdout[-2000:]
+    assert "layers.².w.weight" in r.stdout and "x.٣.weight" in r.stdout and "ffn.²" in r.stdout
+
+
+def _tensors(names, shapes):
+    return {n: ("s.safetensors", TensorInfo(n, "F32" if i % 3 else "BF16", shapes[i % len(shapes)], 0, 4))
+            for i, n in enumerate(names)}
+
+
+def _reference(tensors):
+    """The tree as the old, name-at-a-time build_tree defined it (its grouping, without its speed)."""
+    tops: dict[str, list] = {}
+    for name, (_, t) in tensors.items():
+        parts = name.split(".")
+        num = [p.isdigit() and p.isascii() for p in parts]
+        i = 1 if len(parts) > 2 and num[1] else 2 if len(parts) > 3 and num[2] and parts[0] in ("model", "decoder") else 0
+        if not i:
+            tops.setdefault(name, [set(), {}, t])
+            continue
+        top = tops.setdefault(".".join(parts[:i]), [set(), {}, t])
+        member, rest = int(parts[i]), parts[i + 1:]
+        inner = [int(p) for p, n in zip(rest, num[i + 1:]) if n]
+        tpl = ".".join("#" if n else p for p, n in zip(rest, num[i + 1:]))
+        top[0].add(member)
+        e = top[1].setdefault(tpl, [set(), set(), 0, set()])
+        e[0].add(member)
+        e[1].update(inner)
+        e[2] += 1
+        e[3].add((t.dtype, t.shape))
+    return {k: (v[0], {tpl: e for tpl, e in v[1].items()}) for k, v in tops.items()}
+
+
+_part = st.sampled_from(["layers", "model", "blk", "w", "x", "0", "1", "2", "17", "03", "²", "٣", ""])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(_part, min_size=1, max_size=6).map(".".join), min_size=1, max_size=40, unique=True),
+       st.lists(st.tuples(st.integers(1, 3), st.integers(1, 3)), min_size=1, max_size=3))
+def test_tree_matches_reference_grouping(names, shapes):
+    tensors = _tensors(names, shapes)
+    ref = _reference(tensors)
+    nodes = build_tree((n, t.dtype, t.shape) for n, (_, t) in tensors.items())
+    assert len(nodes) == len(ref)
+    for node, (key, (members, templates)) in zip(nodes, ref.items()):
+        assert node.label.startswith(key)  # the same roots, in first-seen order
+        if not members:
+            assert node.count == 1 and not node.children
+            continue
+        assert node.count == len(members)
+        assert [c.count for c in node.children] == [e[2] for e in templates.values()]
+        for child, (tpl, e) in zip(node.children, templates.items()):
+            assert child.label.split("[")[0] == tpl.split("#")[0]
+            sig = e[3]
+            assert (f"{len(sig)} shapes" in child.detail) if len(sig) > 2 else \
+                all(f"{d} {list(s)}" in child.detail for d, s in sig)
+
+
+def _draw(renderable, width: int, terminal: bool) -> str:
+    import io
+
+    from rich.console import Console
+
+    out = io.StringIO()
+    Console(file=out, width=width, force_terminal=terminal, color_system="truecolor" if terminal else None,
+            highlight=False, soft_wrap=False).print(renderable)
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("width", [200, 100_000, 30, 12])
+@pytest.mark.parametrize("terminal", [True, False])
+def test_fast_tree_draws_as_rich_tree(width, terminal, monkeypatch):
+    from hccli.cli.render_inspect import _Tree
+    from hccli.cli.output import safe
+
+    nodes = [(f"{safe('embed [x]')}  [dim]BF16 [4, 8][/]", []),
+             ("layers.[0-3]  [dim]x4[/]", ["attn.wq.weight  [dim]F32 [8, 8] x4[/]",
+                                          f"{safe(':smile: ffn.[0-7].w1')}  [dim]I8 [2] x32 in 1,3[/]"]),
+             ("mtp.[0]  [dim]x1[/]", ["norm  [dim]F32 [8] x1[/]"]),
+             ("norm.weight  [dim]" + "F32 [8] " * 3 + "[/]", [])]
+    fast = _Tree("[bold]tensors[/] (repeated layers collapsed)", nodes)
+    reference = _draw(fast.tree(), width, terminal)
+    if width >= 200:  # every line fits: the line-by-line drawing, not rich's Tree, must draw it
+        monkeypatch.setattr(_Tree, "tree", lambda self: pytest.fail("fell back to rich's Tree"))
+    drawn = _draw(fast, width, terminal)
+    assert drawn == reference
+    assert "│   └── norm" in drawn and ("\x1b[2m" in drawn) == terminal
+
+
+def test_fast_tree_two_line_label_goes_to_rich():
+    from hccli.cli.render_inspect import _Tree
+
+    fast = _Tree("tensors", [("a\nb  [dim]x2[/]", ["c  [dim]F32 [1][/]"]), ("d", [])])
+    drawn = _draw(fast, 1000, True)
+    assert drawn == _draw(fast.tree(), 1000, True) and "│   b" in drawn
