@@ -15,6 +15,7 @@ from hccli.checkpoint.hc import (
     HcSiteTensors,
     dialect_of,
     find_hc,
+    gguf_architecture,
     gguf_settings,
     is_gguf,
     layer_counts,
@@ -251,10 +252,10 @@ class InspectReport:
         return DialectInfo(d.dialect, DESCRIPTIONS.get(d.dialect, ""), d.evidence, d.note)
 
     def gguf_info(self) -> GgufInfo | None:
-        if dialect_of(self.ckpt).dialect != "gguf":
+        # llama.cpp's names can be in a safetensors file too: no GGUF file, no metadata to show
+        if dialect_of(self.ckpt).dialect != "gguf" or not any(is_gguf(s) for s in self.ckpt.shards):
             return None
-        arch = next((s.header.kv.get("general.architecture") for s in self.ckpt.readable()), None)
-        return GgufInfo(arch if isinstance(arch, str) else "", gguf_settings(self.ckpt))
+        return GgufInfo(gguf_architecture(self.ckpt), gguf_settings(self.ckpt))
 
     def document(self) -> InspectDocument:
         c = self.ckpt

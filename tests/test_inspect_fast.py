@@ -247,3 +247,19 @@ def test_tree_from_columns_equals_tree_from_the_merged_table(tiny_ckpt):
     from hccli.inspect_report import build_inspect
 
     assert build_inspect(tiny_ckpt).tree() == merged and len(merged) > 3
+
+
+def test_llama_cpp_names_in_a_safetensors_file_print(tmp_path):
+    """blk.N names read as the GGUF dialect; a safetensors file has no GGUF metadata to show (this
+    was an internal error, exit 70)."""
+    import struct
+
+    from conftest import run_hc
+
+    f = tmp_path / "m.safetensors"
+    write_shard(f, [("blk.1.ffn.x", "F32", (1,), struct.pack("<f", 1.0))])
+    for args in ((), ("--json",), ("--verify", "--json")):
+        r = run_hc("inspect", f, *args)
+        assert r.exit_code == 0, (args, r.stdout[-1000:])
+    doc = r.json()
+    assert doc["dialect"]["name"] == "gguf" and doc["gguf"] is None and doc["tensors"] == 1
