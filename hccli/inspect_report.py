@@ -23,9 +23,10 @@ from hccli.checkpoint.hc import (
     read_base_scale_lists,
     site_hc,
 )
+from hccli.checkpoint.header import Columns
 from hccli.checkpoint.shardset import Checkpoint, open_checkpoint
 from hccli.errors import HcError
-from hccli.inspect_tree import TreeNode, build_tree, by_dtype, logical_params, stored_bytes, totals_from_columns
+from hccli.inspect_tree import TreeNode, build_tree, merged_columns, totals_from_columns
 from hccli.layers import format_ranges
 from hccli.sinkhorn_f32 import head_pre_zero, split_sinkhorn_zero, supports
 from hccli.dialects import DESCRIPTIONS, canonical_name
@@ -237,11 +238,7 @@ class InspectReport:
 
     def tree(self) -> list[TreeNode]:
         # only people see the tree; --json never pays for it
-        ckpt = self.ckpt
-        if ckpt.names_unique():  # from the header columns: no merged table, no record per tensor
-            columns = [s.header.columns for s in ckpt.readable()]
-            return build_tree(chain.from_iterable(zip(c.names, c.dtypes, c.shapes) for c in columns))
-        return build_tree((n, t.dtype, t.shape) for n, (_, t) in ckpt.tensors().items())
+        return build_tree(chain.from_iterable(zip(c.names, c.dtypes, c.shapes) for c in _columns(self.ckpt)))
 
     @property
     def errors(self) -> int:
@@ -287,6 +284,14 @@ class InspectReport:
         return InspectDocument(**fields)
 
 
+def _columns(ckpt: Checkpoint) -> list[Columns]:
+    """Each header's columns when no name repeats across shards (the merged table of ~100k entries
+    is built only if something asks for it), else the merged table's."""
+    if ckpt.names_unique():
+        return [s.header.columns for s in ckpt.readable()]
+    return [merged_columns(ckpt.tensors())]
+
+
 def _layer_of(name: str, n_layers: int) -> int | None:
     owner = owner_of(name)
     if owner is None:
@@ -325,14 +330,8 @@ def build_inspect(
     for what, chosen in (("the tensor list", layers), ("the HC sites", hc_layers)):
         if chosen is not None:
             _check_layers(what, chosen, ckpt.label, n_layers, n_stages)
-    if ckpt.names_unique():  # the merged table of ~100k entries is built only if something asks for it
-        n_tensors, per_dtype, logical = totals_from_columns([s.header for s in ckpt.readable()])
-        dtypes = {d: DtypeTotal(*v) for d, v in per_dtype.items()}
-    else:
-        tensors = ckpt.tensors()
-        groups = by_dtype(tensors)
-        n_tensors, logical = len(tensors), logical_params(tensors, groups)
-        dtypes = {d: DtypeTotal(len(g), stored_bytes(g)) for d, g in groups.items()}
+    n_tensors, per_dtype, logical = totals_from_columns(_columns(ckpt))
+    dtypes = {d: DtypeTotal(*v) for d, v in per_dtype.items()}
     stored = sum(d.bytes for d in dtypes.values())
     rows = None
     if name_glob or layers is not None or dtype or list_tensors:

@@ -7,66 +7,41 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import compress
 from typing import Iterable
-from operator import attrgetter, ne
+from operator import attrgetter, itemgetter, ne
 
-from hccli.checkpoint.header import DTYPES, Header, TensorInfo
+from hccli.checkpoint.header import DTYPES, Columns
 from hccli.layers import format_ranges
 
-_BEGIN, _END = attrgetter("begin"), attrgetter("end")
+_INFO = itemgetter(1)
+_DTYPE, _SHAPE, _BEGIN, _END = attrgetter("dtype"), attrgetter("shape"), attrgetter("begin"), attrgetter("end")
 _PREFIXES = ("model", "decoder")  # transformers' and Megatron's roots above the layers
 
 
-def by_dtype(tensors: dict) -> dict[str, list[TensorInfo]]:
-    """The tensors grouped by dtype, dtypes by name: the same order whatever the shard layout."""
-    groups: dict[str, list[TensorInfo]] = {}
-    for _, t in tensors.values():
-        group = groups.get(t.dtype)
-        if group is None:
-            group = groups[t.dtype] = []
-        group.append(t)
-    return dict(sorted(groups.items()))
+def merged_columns(tensors: dict) -> Columns:
+    """The merged table (name -> (shard, entry)) as one set of columns, for the same totals and
+    tree as headers give when names repeat across shards (first occurrence wins)."""
+    infos = list(map(_INFO, tensors.values()))
+    return Columns(list(tensors), list(map(_DTYPE, infos)), list(map(_SHAPE, infos)), list(map(_BEGIN, infos)),
+                   list(map(_END, infos)))
 
 
-def stored_bytes(group: list[TensorInfo]) -> int:
-    return sum(map(_END, group)) - sum(map(_BEGIN, group))  # the sum of nbytes, without a call per tensor
+def totals_from_columns(columns: Iterable[Columns]) -> tuple[int, dict[str, tuple[int, int]], int]:
+    """(tensors, {dtype: (tensors, bytes)} by dtype name, logical parameters) of entries in sets
+    of columns that share no tensor name (each header's, or the merged table's), in C-level passes
+    over runs of one dtype (writers group a shard's tensors by dtype: a 2,000-tensor shard is a
+    handful of runs).
 
-
-def logical_params(tensors: dict, groups: dict[str, list[TensorInfo]] | None = None) -> int:
-    """Parameters from headers alone: an I8 weight whose sibling F8_E8M0 scale has one
-    value per 32 inputs is packed fp4 (two parameters a byte); scales count 0.
-    `groups` is by_dtype(tensors) when the caller has it already."""
-    groups = by_dtype(tensors) if groups is None else groups
-    # A validated entry's bytes are exactly its elements x bits / 8, so a dtype's elements are
-    # its bytes x 8 / bits: no product of dims per tensor.
-    total = sum(stored_bytes(g) * 8 // DTYPES[d] for d, g in groups.items() if d != "F8_E8M0" and d in DTYPES)
-    # a GGML block type (Q8_0, Q4_K, ...) holds one parameter per element, whatever its bytes
-    total += sum(t.n_elements for d, g in groups.items() if d not in DTYPES for t in g)
-    get = tensors.get
-    for t in groups.get("I8", ()):
-        shape = t.shape
-        if len(shape) == 2 and t.name.endswith(".weight"):
-            sib = get(t.name[:-7] + ".scale")
-            if sib is not None:
-                # One scale per 32 fp4 values, two values a byte: [rows, cols] beside [rows, cols / 16].
-                s = sib[1]
-                if s.dtype == "F8_E8M0" and s.shape == (shape[0], shape[1] // 16) and shape[1] % 16 == 0:
-                    total += shape[0] * shape[1]  # packed fp4: its elements count a second time
-    return total
-
-
-def totals_from_columns(headers: list[Header]) -> tuple[int, dict[str, tuple[int, int]], int]:
-    """(tensors, {dtype: (tensors, bytes)} by dtype name, logical parameters) of headers that
-    share no tensor name: the figures by_dtype, stored_bytes and logical_params give over the
-    merged table, from each header's columns in C-level passes over its runs of one dtype
-    (writers group a shard's tensors by dtype: a 2,000-tensor shard is a handful of runs)."""
+    Logical parameters come from headers alone: a dtype's elements are its bytes x 8 / bits
+    (a validated entry's bytes are exactly that); a GGML block type holds one parameter per
+    element; F8_E8M0 scales count 0; an I8 weight [rows, cols] whose sibling F8_E8M0 scale is
+    [rows, cols / 16] (one scale per 32 values) is packed fp4, two parameters a byte."""
     per: dict[str, list[int]] = {}
     n = 0
     runs: dict[str, tuple[list[str], list[tuple[int, ...]]]] = {"I8": ([], []), "F8_E8M0": ([], [])}
     all_runs: dict[str, tuple[list[str], list[tuple[int, ...]]]] = {"I8": ([], []), "F8_E8M0": ([], [])}
     shard_fp4: int | None = 0  # None once a shard's weights do not pair up with its own scales
     elements = 0  # of dtypes no DTYPES width converts (GGML block types)
-    for h in headers:
-        names, dtypes, shapes, begins, ends = h.columns
+    for names, dtypes, shapes, begins, ends in columns:
         k = len(dtypes)
         n += k
         cuts = [0, *compress(range(1, k), map(ne, dtypes[1:], dtypes[:-1])), k] if k else []
