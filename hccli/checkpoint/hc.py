@@ -229,44 +229,39 @@ def count_nonfinite(ckpt: Checkpoint, site: HcSiteTensors, part: str) -> int:
         return sum(int(np.count_nonzero(~np.isfinite(v))) for v in iter_tensor_chunks(src, shard.header, info.name))
 
 
-def _check_mix_bytes(site: HcSiteTensors) -> None:
-    for shard, info in (site.parts["base"], site.parts["scale"]):
-        if info.nbytes > MAX_MIX_BYTES:
-            raise HcError(f"{shard.file}: tensor '{info.name}' has {info.nbytes:,} bytes; a site's base and scale "
-                          f"hold at most (2+hc)*hc = {MAX_MIX_BYTES // 4:,} F32 values (hc_mult at most {MAX_HC_MULT})")
-
-
 def read_base_scale(ckpt: Checkpoint, site: HcSiteTensors) -> tuple[np.ndarray, np.ndarray]:
-    """A site's base and scale values; one read when they lie side by side in one shard,
-    as releases write them (a round trip saved per site over HTTP)."""
+    """A site's base and scale values as float32 arrays in their header shapes (see
+    read_base_scale_lists for how they are read)."""
     import numpy as np
 
-    _check_mix_bytes(site)
-    (bs, b), (ss, s) = site.parts["base"], site.parts["scale"]
-    if bs is ss and b.dtype == s.dtype == "F32" and b.end == s.begin:
-        with ckpt.source(bs) as src:
-            raw = src.read(b.abs_begin, b.nbytes + s.nbytes)
-        both = np.frombuffer(raw, dtype="<f4").astype(np.float32)
-        return both[: b.nbytes // 4].reshape(b.shape), both[b.nbytes // 4:].reshape(s.shape)
-    return read_part(ckpt, site, "base"), read_part(ckpt, site, "scale")
-
-
-def _f32_list(raw: bytes) -> list[float]:
-    values = array("f", raw)  # len(raw) % 4 == 0: an F32 entry's span is 4 x its elements
-    if sys.byteorder != "little":
-        values.byteswap()
-    return values.tolist()
+    values = _f32_values(ckpt, site)
+    if values is None:
+        return read_part(ckpt, site, "base"), read_part(ckpt, site, "scale")
+    (_, b), (_, s) = site.parts["base"], site.parts["scale"]
+    return np.array(values[0], dtype=np.float32).reshape(b.shape), np.array(values[1], dtype=np.float32).reshape(s.shape)
 
 
 def read_base_scale_lists(ckpt: Checkpoint, site: HcSiteTensors) -> tuple[list[float], list[float]]:
     """A site's base and scale values, flat, as Python floats holding float32 values: without numpy
-    for the F32 tensors of safetensors checkpoints (`inspect --json` imports no numpy), through
-    `read_base_scale` for anything to decode."""
-    _check_mix_bytes(site)
+    for the F32 tensors of safetensors checkpoints (`inspect --json` imports no numpy), decoded by
+    read_part otherwise."""
+    values = _f32_values(ckpt, site)
+    if values is None:
+        return read_part(ckpt, site, "base").reshape(-1).tolist(), read_part(ckpt, site, "scale").reshape(-1).tolist()
+    return values
+
+
+def _f32_values(ckpt: Checkpoint, site: HcSiteTensors) -> tuple[list[float], list[float]] | None:
+    """F32 base and scale of a safetensors checkpoint, read without numpy: one read when they lie
+    side by side in one shard, as releases write them (a round trip saved per site over HTTP);
+    None for anything to decode. Sizes are checked before a byte is read."""
+    for shard, info in (site.parts["base"], site.parts["scale"]):
+        if info.nbytes > MAX_MIX_BYTES:
+            raise HcError(f"{shard.file}: tensor '{info.name}' has {info.nbytes:,} bytes; a site's base and scale "
+                          f"hold at most (2+hc)*hc = {MAX_MIX_BYTES // 4:,} F32 values (hc_mult at most {MAX_HC_MULT})")
     (bs, b), (ss, s) = site.parts["base"], site.parts["scale"]
     if b.dtype != "F32" or s.dtype != "F32" or is_gguf(bs) or is_gguf(ss):
-        base, scale = read_base_scale(ckpt, site)
-        return base.reshape(-1).tolist(), scale.reshape(-1).tolist()
+        return None
     if bs is ss and b.end == s.begin:
         with ckpt.source(bs) as src:
             both = _f32_list(src.read(b.abs_begin, b.nbytes + s.nbytes))
@@ -276,6 +271,13 @@ def read_base_scale_lists(ckpt: Checkpoint, site: HcSiteTensors) -> tuple[list[f
         with ckpt.source(shard) as src:
             out.append(_f32_list(src.read(info.abs_begin, info.nbytes)))
     return out[0], out[1]
+
+
+def _f32_list(raw: bytes) -> list[float]:
+    values = array("f", raw)  # len(raw) % 4 == 0: an F32 entry's span is 4 x its elements
+    if sys.byteorder != "little":
+        values.byteswap()
+    return values.tolist()
 
 
 def select_site(ckpt: Checkpoint, layer: int, site: str) -> HcSiteTensors:
