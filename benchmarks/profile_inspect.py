@@ -1,0 +1,115 @@
+"""Where the time of `hc inspect` goes, step by step, in process (the breakdown the README's
+Performance section gives). Each command runs in a fresh interpreter, as a user runs it, with
+timers wrapped around the steps; medians over the runs. Steps nest (open_checkpoint holds the
+index and the headers; verify holds the inventory and its checks), so columns do not add up.
+
+    python benchmarks/profile_inspect.py [--runs 5] [--path PHANTOM_DIR]
+
+Without --path a full-scale phantom V4.1-Flash is made in a temporary directory first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+COMMANDS = {"--json": ["--json"], "--verify --json": ["--verify", "--json"], "rich": []}
+
+# (module, attribute, label): functions timed in the child
+STEPS = [
+    ("hccli.checkpoint.shardset", "parse_index", "index"),
+    ("hccli.checkpoint.shardset", "_read_headers", "48 headers"),
+    ("hccli.inspect_report", "open_checkpoint", "open (index + headers + config)"),
+    ("hccli.checkpoint.shardset", "Checkpoint.names_unique", "name uniqueness"),
+    ("hccli.inspect_report", "totals_from_columns", "totals"),
+    ("hccli.checkpoint.hc", "dialect_of", "dialect"),
+    ("hccli.inspect_report", "find_hc", "HC names (dialect included)"),
+    ("hccli.inspect_report", "read_hc_entries", "HC values and the op"),
+    ("hccli.checkpoint.verify", "verify", "verify (all of it)"),
+    ("hccli.inventory", "build_inventory", "  the config's inventory"),
+    ("hccli.checkpoint.verify", "_verify_inventory", "  inventory comparison (inventory included)"),
+    ("hccli.checkpoint.placement", "placement_findings", "  placement check"),
+    ("hccli.checkpoint.verify", "_verify_hc", "  HC checks (fn NaN/Inf scan, numpy import)"),
+    ("hccli.inspect_report", "InspectReport.tree", "tree"),
+    ("hccli.cli.output", "emit_json", "JSON text"),
+    ("hccli.cli.output", "show", "rich rendering"),
+]
+
+CHILD = """
+import importlib, json, sys, time
+t0 = time.perf_counter()
+import hccli.cli.app as app
+steps, spent = json.loads(sys.argv[1]), {}
+for mod, attr, label in steps:
+    owner = importlib.import_module(mod)
+    *path, name = attr.split(".")
+    for part in path:
+        owner = getattr(owner, part)
+    def timed(*a, __f=getattr(owner, name), __label=label, **k):
+        t = time.perf_counter()
+        try:
+            return __f(*a, **k)
+        finally:
+            spent[__label] = spent.get(__label, 0.0) + time.perf_counter() - t
+    setattr(owner, name, timed)
+spent["start-up (typer, ours, the timed modules)"] = time.perf_counter() - t0
+sys.argv = ["hc", "inspect", *sys.argv[2:]]
+app._end = lambda: None  # report after the run instead of leaving at once
+try:
+    app.main()
+except SystemExit:
+    pass
+spent["whole run after start-up"] = time.perf_counter() - t0
+sys.stderr.write("\\nPROFILE " + json.dumps(spent) + "\\n")
+"""
+
+
+def child(args: list[str]) -> dict[str, float]:
+    proc = subprocess.run([sys.executable, "-c", CHILD, json.dumps(STEPS), *args], cwd=ROOT,
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=600)
+    line = next((ln for ln in proc.stderr.splitlines() if ln.startswith("PROFILE ")), None)
+    if line is None:
+        raise SystemExit(f"hc inspect {' '.join(args)} gave no profile: {proc.stderr[-500:]}")
+    return json.loads(line[len("PROFILE "):])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--path", type=Path)
+    args = ap.parse_args()
+    tmp = None
+    path = args.path
+    if path is None:
+        tmp = tempfile.TemporaryDirectory()
+        path = Path(tmp.name) / "v41"
+        subprocess.run([sys.executable, "-m", "hccli", "make-checkpoint", "--phantom", str(path)], cwd=ROOT,
+                       check=True, stdout=subprocess.DEVNULL)
+    runs: dict[str, list[dict[str, float]]] = {name: [] for name in COMMANDS}
+    for _ in range(args.runs):
+        for name, extra in COMMANDS.items():  # alternating, as bench_inspect.py does
+            t = time.perf_counter()
+            runs[name].append(child([str(path), *extra]))
+            print(f"  {name}: {time.perf_counter() - t:.2f} s", file=sys.stderr)
+    labels = ["start-up (typer, ours, the timed modules)"] + [label for *_, label in STEPS] + ["whole run after start-up"]
+    print(f"{path}: {args.runs} runs each, medians in ms (in process; steps nest)")
+    print(f"{'step':46} " + " ".join(f"{name:>15}" for name in COMMANDS))
+    for label in labels:
+        cells = []
+        for name in COMMANDS:
+            values = [r[label] for r in runs[name] if label in r]
+            cells.append(f"{statistics.median(values) * 1e3:15.1f}" if values else f"{'-':>15}")
+        print(f"{label:46} " + " ".join(cells))
+    if tmp is not None:
+        tmp.cleanup()
+
+
+if __name__ == "__main__":
+    main()
