@@ -10,17 +10,21 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from itertools import accumulate
+from itertools import accumulate, chain, groupby, repeat
 from math import prod
-from operator import attrgetter, mul
+from operator import attrgetter, gt, lt, mul
 from pathlib import PurePosixPath
 
+from hccli.checkpoint import agree
+from hccli.checkpoint.header import ColumnHeader
 from hccli.checkpoint.shardset import Checkpoint
 from hccli.checkpoint.source import one_line
 from hccli.checkpoint.verify import CODES, Finding
+from hccli.errors import HcError
+from hccli.st_layout import _RANK
 
 CODE = "shard_placement"
-_NAME, _DTYPE, _SHAPE = attrgetter("name"), attrgetter("dtype"), attrgetter("shape")
+_NAME, _DTYPE, _SHAPE, _SHARD = attrgetter("name"), attrgetter("dtype"), attrgetter("shape"), attrgetter("shard")
 
 
 def _finding(message: str) -> Finding:
@@ -88,16 +92,70 @@ def _moved_each(ckpt: Checkpoint, plans: list, have: dict) -> dict[str, str]:
     return out
 
 
+def _published_as_is(ckpt: Checkpoint, inv) -> bool:
+    """Whether there is nothing to report, shown by whole columns for a checkpoint that agrees with
+    the inventory (agree.positions): every tensor in the shard the release put it in, and every
+    shard's header the published one, which then holds this shard's own entries, in its order,
+    at its offsets: the entries in the serializer's order, back to back, and the header text
+    already in compact form (so its length is the published header's). False: look closer (the
+    per-tensor path below, which finds and words what differs)."""
+    release = inv.release
+    shards = ckpt.shards
+    at = agree.positions(ckpt, inv.tensors)
+    if at is None or len(shards) != release.shards or not agree.all_readable(ckpt) \
+            or not (ckpt.store is None or ckpt.store.bulk_reads_cheap):
+        return False
+    files = [_base(s.file) for s in shards]
+    ordinal = {f: j for j, f in enumerate(files)}
+    if len(ordinal) != len(files):
+        return False
+    want = {k: ordinal.get(inv.layout.file(k)) for k in set(map(_SHARD, inv.tensors))}
+    held = list(chain.from_iterable(repeat(j, len(s.header.columns.names)) for j, s in enumerate(shards)))
+    if list(map(held.__getitem__, at)) != list(map(want.__getitem__, map(_SHARD, inv.tensors))):
+        return False  # a tensor in another shard (or a planned file not here)
+    return all(_as_published(ckpt, s) for s in shards)
+
+
+def _as_published(ckpt: Checkpoint, shard) -> bool:
+    """Whether a shard's header is what safetensors writes for its entries (see _published_as_is)."""
+    h = shard.header
+    c = h.columns
+    if not c.names or h.metadata is not None or not isinstance(h, ColumnHeader):
+        return False  # the fast parser's checks (no extra field, no float) are what the text test needs
+    runs = [(dtype, len(list(run))) for dtype, run in groupby(c.dtypes)]
+    ranks = [_RANK.get(dtype, -1) for dtype, _ in runs]
+    if -1 in ranks or not all(map(gt, ranks, ranks[1:])):
+        return False  # dtypes descending, each in one run
+    start = 0
+    for _, n in runs:
+        names = c.names[start:start + n]
+        if not all(map(lt, names, names[1:])):  # str order is UTF-8 byte order
+            return False
+        start += n
+    if not (c.begins[0] == 0 and c.begins[1:] == c.ends[:-1]):
+        return False
+    try:
+        with ckpt.source(shard) as src:
+            text = src.read(8, h.header_len)
+    except HcError:
+        return False
+    body = text.rstrip(b" \t\n\r")
+    if any(b in body for b in (b" ", b"\t", b"\n", b"\r", b"\\")):
+        return False  # whitespace between tokens, or escapes: not the compact form
+    return h.header_len == len(body) + (-len(body) % 8)
+
+
 def placement_findings(ckpt: Checkpoint) -> list[Finding]:
     if ckpt.config is None:
         return []
     from hccli.inventory import DTYPE_BYTES, build_inventory
-    from hccli.synth import plan_shards
 
     inv = build_inventory(ckpt.config)
     release = inv.release
-    if release is None:
+    if release is None or _published_as_is(ckpt, inv):
         return []
+    from hccli.synth import plan_shards  # (numpy with it)
+
     have = ckpt.tensors()
     plans = plan_shards(inv)
     published = _moved(ckpt, plans, have)  # of the moved tensors only: no second table of ~100k names

@@ -63,6 +63,7 @@ class Checkpoint:
     _tensors: dict | None = field(default=None, repr=False)
     _dialect: Any = field(default=None, repr=False)  # hc.dialect_of's cache
     _unique: bool | None = field(default=None, repr=False)
+    memo: dict = field(default_factory=dict, repr=False, compare=False)  # checks' results (agree.py)
 
     def readable(self) -> list[Shard]:
         return [s for s in self.shards if s.header is not None]

@@ -10,12 +10,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import compress, filterfalse, repeat
-from typing import Any
 from operator import and_, attrgetter, eq, itemgetter, ne
 from pathlib import PurePosixPath
+from typing import Any
 
 from hccli import dialects as D
-from hccli.checkpoint.hc import MAX_MIX_BYTES, count_nonfinite, dialect_of, find_hc, gguf_settings, is_gguf
+from hccli.checkpoint import agree
+from hccli.checkpoint.hc import (
+    MAX_MIX_BYTES,
+    count_nonfinite,
+    dialect_of,
+    find_hc,
+    gguf_settings,
+    is_gguf,
+)
 from hccli.checkpoint.shardset import Checkpoint
 from hccli.checkpoint.source import one_line
 from hccli.errors import HcError
@@ -78,6 +86,14 @@ def _each(findings: list[Finding], code: str, items: list[str], make) -> None:
 
 
 def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
+    hc = _HcCheck(ckpt, check_values)  # its value scan runs while the rest is checked
+    try:
+        return _verify(ckpt, hc)
+    finally:
+        hc.close()
+
+
+def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
     out: list[Finding] = []
     for s in ckpt.shards:
         if s.header is None:
@@ -90,14 +106,16 @@ def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
     for name in ckpt.partial:
         out.append(_f("partial_file", f"'{name}' is a .partial file (an interrupted download or write?); "
                       "the checkpoint may be incomplete"))
-    if ckpt.names_unique():  # no duplicates to list: the merged table says where each name is
-        occ: Any = _Single(ckpt.tensors())
+    idx = ckpt.index
+    if idx is not None and agree.index_agrees(ckpt, idx.weight_map):
+        occ: Any = None  # no duplicate and nothing the index misplaces: no table of names to build
+    elif ckpt.names_unique():  # no duplicates to list: the merged table says where each name is
+        occ = _Single(ckpt.tensors())
     else:
         occ = ckpt.occurrences()
         dups = sorted(n for n, shards in occ.items() if len(shards) > 1)
         _each(out, "duplicate_tensor", dups,
               lambda n: f"tensor '{n}' is in {len(occ[n])} shards: " + ", ".join(s.file for s in occ[n]))
-    idx = ckpt.index
     if idx is None:
         if ckpt.kind == "directory" and len(ckpt.shards) > 1 and not is_gguf(ckpt.shards[0]):
             out.append(_f("no_index", f"{ckpt.label}: {len(ckpt.shards)} shards and no model.safetensors.index.json"))
@@ -105,18 +123,8 @@ def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
         wm = idx.weight_map
         gone = {*ckpt.unsafe, *ckpt.missing}
         unreadable = {s.file for s in ckpt.shards if s.header is None}
-        missing = sorted(n for n in filterfalse(occ.__contains__, wm) if wm[n] not in gone and wm[n] not in unreadable)
-        _each(out, "index_missing_tensor", missing,
-              lambda n: f"index lists '{n}' in {wm[n]}, which does not hold it")
-        unindexed = sorted(filterfalse(wm.__contains__, occ))
-        _each(out, "unindexed_tensor", unindexed,
-              lambda n: f"tensor '{n}' in {occ[n][0].file} is not in the index")
-        wrong = [] if _index_agrees(ckpt, wm) else sorted(
-            n for n, shards in occ.items()
-            if n in wm and len(shards) == 1 and wm[n] != shards[0].file
-            and _norm(wm[n]) != _norm(shards[0].file))  # equal names need no PurePosixPath
-        _each(out, "wrong_shard", wrong,
-              lambda n: f"tensor '{n}' is in {occ[n][0].file}; the index says {wm[n]}")
+        if occ is not None:
+            _index_findings(out, ckpt, wm, occ, gone, unreadable)
         for s in ckpt.shards:
             if not s.indexed:
                 out.append(_f("unindexed_shard", f"{s.file} is in the directory but the index never names it"))
@@ -126,16 +134,32 @@ def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
             if spans != idx.total_size and not unreadable and not gone:
                 out.append(_f("total_size_mismatch",
                               f"metadata.total_size is {idx.total_size:,}; the shards' tensors span {spans:,} bytes"))
-    out += _verify_hc(ckpt, check_values)
+    later: list[Finding] = []
     if ckpt.config_error:
-        out.append(_f("config_unreadable", ckpt.config_error))
+        later.append(_f("config_unreadable", ckpt.config_error))
     if ckpt.config is not None:
-        out += _verify_inventory(ckpt)
+        later += _verify_inventory(ckpt)
         if dialect_of(ckpt).dialect == D.RELEASE:  # where a derived layout puts tensors is its own business
             from hccli.checkpoint.placement import placement_findings
 
-            out += placement_findings(ckpt)
-    return out
+            later += placement_findings(ckpt)
+    return out + hc.findings() + later
+
+
+def _index_findings(out: list[Finding], ckpt: Checkpoint, wm: dict[str, str], occ: Any, gone: set[str],
+                    unreadable: set[str]) -> None:
+    missing = sorted(n for n in filterfalse(occ.__contains__, wm) if wm[n] not in gone and wm[n] not in unreadable)
+    _each(out, "index_missing_tensor", missing,
+          lambda n: f"index lists '{n}' in {wm[n]}, which does not hold it")
+    unindexed = sorted(filterfalse(wm.__contains__, occ))
+    _each(out, "unindexed_tensor", unindexed,
+          lambda n: f"tensor '{n}' in {occ[n][0].file} is not in the index")
+    wrong = [] if _index_agrees(ckpt, wm) else sorted(
+        n for n, shards in occ.items()
+        if n in wm and len(shards) == 1 and wm[n] != shards[0].file
+        and _norm(wm[n]) != _norm(shards[0].file))  # equal names need no PurePosixPath
+    _each(out, "wrong_shard", wrong,
+          lambda n: f"tensor '{n}' is in {occ[n][0].file}; the index says {wm[n]}")
 
 
 class _Single:
@@ -171,27 +195,37 @@ def _norm(name: str) -> str:
     return str(PurePosixPath(name.replace("\\", "/")))
 
 
-def _verify_hc(ckpt: Checkpoint, check_values: bool) -> list[Finding]:
-    out: list[Finding] = []
-    sites = find_hc(ckpt)
-    hc_mult = ckpt.config.hc_mult if ckpt.config is not None else None
-    fn_budget = FN_READ_BUDGET
-    for s in sites:
-        missing = [p for p in HC_PARTS if p not in s.parts]
-        if missing:
-            out.append(_f("hc_incomplete", f"{s.name} {s.site}: no " + ", ".join(s.tensor_name(p) for p in missing)))
-        for part, (shard, info) in s.parts.items():
-            if info.dtype != "F32":
-                out.append(_dtype_finding(s.tensor_name(part), info, is_gguf(shard)))
-        shapes = {p: info.shape for p, (_, info) in s.parts.items()}
-        problem = _hc_shape_problem(s.site, shapes, hc_mult)
-        if problem:
-            out.append(_f("hc_shape", f"{s.name} {s.site}: {problem}"))
-        if check_values:
-            # where reads cost a transfer the fn projections (2 MB a site, 169 MB for V4.1-Flash) are not fetched
-            cheap = ckpt.store is None or ckpt.store.bulk_reads_cheap
-            parts = ("base", "scale", "fn") if cheap else ("base", "scale")
-            for part in parts:
+class _HcCheck:
+    """The HC checks: shapes and dtypes at once, values (NaN/Inf) read by a scan that starts at
+    once and, for the 169 MB of V4.1-Flash's fn projections, runs beside the rest of verify in a
+    forked child where it can (beside.py); findings() gives them in site order."""
+
+    def __init__(self, ckpt: Checkpoint, check_values: bool):
+        from hccli.checkpoint.beside import Beside
+
+        self.ckpt = ckpt
+        self.sites = find_hc(ckpt)
+        self.items: list[Finding | int] = []  # a finding, or the index of a value job
+        self.jobs: list[tuple[Any, str]] = []
+        hc_mult = ckpt.config.hc_mult if ckpt.config is not None else None
+        fn_budget = FN_READ_BUDGET
+        # where reads cost a transfer the fn projections (2 MB a site, 169 MB for V4.1-Flash) are not fetched
+        cheap = ckpt.store is None or ckpt.store.bulk_reads_cheap
+        out = self.items
+        for s in self.sites:
+            missing = [p for p in HC_PARTS if p not in s.parts]
+            if missing:
+                out.append(_f("hc_incomplete", f"{s.name} {s.site}: no " + ", ".join(s.tensor_name(p) for p in missing)))
+            for part, (shard, info) in s.parts.items():
+                if info.dtype != "F32":
+                    out.append(_dtype_finding(s.tensor_name(part), info, is_gguf(shard)))
+            shapes = {p: info.shape for p, (_, info) in s.parts.items()}
+            problem = _hc_shape_problem(s.site, shapes, hc_mult)
+            if problem:
+                out.append(_f("hc_shape", f"{s.name} {s.site}: {problem}"))
+            if not check_values:
+                continue
+            for part in ("base", "scale", "fn") if cheap else ("base", "scale"):
                 if part not in s.parts or (s.parts[part][1].dtype != "F32" and not is_gguf(s.parts[part][0])):
                     continue
                 nbytes = s.parts[part][1].nbytes
@@ -203,16 +237,40 @@ def _verify_hc(ckpt: Checkpoint, check_values: bool) -> list[Finding]:
                                       f"past the {FN_READ_BUDGET:,} bytes of fn values one verify reads"))
                         continue
                     fn_budget -= nbytes
-                try:
-                    bad = count_nonfinite(ckpt, s, part)
-                except HcError as exc:  # a GGML type the gguf package cannot decode, past a bound, ...
-                    out.append(_f("hc_unchecked", f"'{s.stored_name(part)}' not read: {exc.message}"))
-                    continue
-                if bad:
-                    out.append(_f("hc_nonfinite", f"'{s.stored_name(part)}' holds {bad} NaN/Inf values"))
-    if ckpt.config is None:
-        out += _gguf_missing_sites(ckpt, sites)
-    return out
+                out.append(len(self.jobs))
+                self.jobs.append((s, part))
+        nbytes = sum(s.parts[part][1].nbytes for s, part in self.jobs)
+        # a generous wait: 20 MB/s from a slow disk, then it is read here instead
+        self.scan = Beside(self._scan, nbytes=nbytes, timeout_s=30 + nbytes / 20e6)
+
+    def _scan(self) -> list[list]:
+        """[NaN/Inf count, None] or [None, why it was not read] for each job."""
+        out: list[list] = []
+        for s, part in self.jobs:
+            try:
+                out.append([count_nonfinite(self.ckpt, s, part), None])
+            except HcError as exc:  # a GGML type the gguf package cannot decode, past a bound, ...
+                out.append([None, exc.message])
+        return out
+
+    def findings(self) -> list[Finding]:
+        counts = self.scan.result() if self.jobs else []
+        out: list[Finding] = []
+        for item in self.items:
+            if isinstance(item, Finding):
+                out.append(item)
+                continue
+            (s, part), (bad, why) = self.jobs[item], counts[item]
+            if why is not None:
+                out.append(_f("hc_unchecked", f"'{s.stored_name(part)}' not read: {why}"))
+            elif bad:
+                out.append(_f("hc_nonfinite", f"'{s.stored_name(part)}' holds {bad} NaN/Inf values"))
+        if self.ckpt.config is None:
+            out += _gguf_missing_sites(self.ckpt, self.sites)
+        return out
+
+    def close(self) -> None:
+        self.scan.close()
 
 
 def _dtype_finding(canonical: str, info, gguf: bool) -> Finding:
@@ -291,8 +349,11 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
     dialect = dialect_of(ckpt).dialect
     if dialect not in R.RECONCILED:
         return []
+    inventory = build_inventory(cfg)
+    if dialect == D.RELEASE and agree.inventory_agrees(ckpt, inventory.tensors):
+        return []  # the release's names: its inventory as it stands, and the shards agree with it
     stored = ckpt.tensors()
-    inv = R.expected_layout(build_inventory(cfg), dialect, R.model_dtype(stored, dialect))
+    inv = R.expected_layout(inventory, dialect, R.model_dtype(stored, dialect))
     all_exact = all(map(_EXACT, inv.values()))
     have, unmapped = R.canonical_tensors(stored, dialect)
     out: list[Finding] = []

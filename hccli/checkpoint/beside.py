@@ -1,0 +1,130 @@
+"""Work that runs beside the rest of `--verify`, on another core: a forked child computes it
+while the parent goes on, and hands back a small JSON result through a pipe.
+
+Only where that is safe and worth it: a platform with fork (Linux; macOS forbids much after a
+fork), no other thread in the process (a fork copies only the calling one, and locks another
+held would stay held), and enough work to pay for the fork. Anything else, and any failure of the
+child (an exception, a signal, a result that does not parse, no result within the timeout),
+runs the same function in process instead, so the result never depends on whether a child ran.
+The child writes nothing but its result and leaves through os._exit (no atexit handlers, no
+flush of the parent's buffered output).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+# Below this much reading, the fork costs more than it saves (a test sets it to 0).
+MIN_BYTES = 32 << 20
+MAX_RESULT = 1 << 20  # the result is a few numbers per HC tensor; past this the child is not believed
+
+
+class Beside:
+    """fn() computed in a forked child where possible; result() gives it (or computes it here)."""
+
+    def __init__(self, fn: Callable[[], Any], *, nbytes: int, timeout_s: float):
+        self._fn = fn
+        self._pid: int | None = None
+        self._fd: int | None = None
+        self._deadline = time.monotonic() + timeout_s
+        if nbytes >= MIN_BYTES and _can_fork():
+            self._start()
+
+    @property
+    def forked(self) -> bool:
+        return self._pid is not None
+
+    def _start(self) -> None:
+        r, w = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(r)
+            os.close(w)
+            return
+        if pid == 0:  # the child: compute, write, leave
+            try:
+                os.close(r)
+                data = json.dumps(self._fn()).encode()
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(w, view):]
+                code = 0
+            except BaseException:  # noqa: BLE001 - whatever happened, the parent computes it itself
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(w)
+        self._pid, self._fd = pid, r
+
+    def result(self) -> Any:
+        if self._pid is not None:
+            got = self._collect()
+            if got is not _NONE:
+                return got
+        return self._fn()
+
+    def _collect(self) -> Any:
+        chunks: list[bytes] = []
+        size = 0
+        ok = False
+        try:
+            while size <= MAX_RESULT:
+                left = self._deadline - time.monotonic()
+                if left <= 0 or not select.select([self._fd], [], [], left)[0]:
+                    break  # no result in time
+                chunk = os.read(self._fd, 1 << 16)
+                if not chunk:
+                    ok = True
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        finally:
+            status = self._reap(kill=not ok)
+        if not ok or status != 0:
+            return _NONE
+        try:
+            return json.loads(b"".join(chunks))
+        except ValueError:
+            return _NONE
+
+    def _reap(self, *, kill: bool) -> int | None:
+        pid, fd = self._pid, self._fd
+        self._pid = self._fd = None
+        if fd is not None:
+            os.close(fd)
+        if pid is None:
+            return None
+        if kill:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        try:
+            _, status = os.waitpid(pid, 0)  # it has closed its end (or was killed): no long wait
+        except ChildProcessError:
+            return None
+        return os.waitstatus_to_exitcode(status)
+
+    def close(self) -> None:
+        """Stop a child whose result is no longer wanted (an error elsewhere)."""
+        self._reap(kill=True)
+
+
+class _None:
+    pass
+
+
+_NONE = _None()
+
+
+def _can_fork() -> bool:
+    return sys.platform.startswith("linux") and hasattr(os, "fork") and threading.active_count() == 1
