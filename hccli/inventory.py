@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
+from itertools import cycle, islice, product, repeat
 from math import ceil, prod
 from operator import attrgetter, mul
 from typing import NamedTuple
@@ -166,10 +167,13 @@ class _Builder:
                 shard = self.layout.stage(owner[1])
         template = [(f".{name}{suffix}", shape, dtype, fp4)
                     for name, o, i in linears for suffix, shape, dtype, fp4 in self._quantised(o, i)]
-        layer, scope, exact, new = self.layer, self.scope, self.exact, tuple.__new__
-        self.out.extend(new(TensorSpec, (f"{p}.ffn.experts.{x}{suffix}", shape, dtype, component, layer, scope, fp4,
-                                         exact, shard))
-                        for x in range(n) for suffix, shape, dtype, fp4 in template)
+        suffixes, shapes, dtypes, fp4s = zip(*template)
+        # names by joining (expert prefix, suffix) pairs, the records by C-level maps: ~95k of them
+        names = map("".join, product([f"{p}.ffn.experts.{x}" for x in range(n)], suffixes))
+        k = n * len(template)
+        self.out.extend(map(tuple.__new__, repeat(TensorSpec), zip(
+            names, islice(cycle(shapes), k), islice(cycle(dtypes), k), repeat(component), repeat(self.layer),
+            repeat(self.scope), islice(cycle(fp4s), k), repeat(self.exact), repeat(shard))))
 
 
 def _hc_site(b: _Builder, prefix: str, site: str) -> None:

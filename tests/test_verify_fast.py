@@ -8,6 +8,7 @@ import json
 import math
 import os
 import struct
+import sys
 import threading
 import time
 
@@ -200,6 +201,13 @@ def test_each_difference_sends_verify_to_the_per_name_path(ck, monkeypatch, dama
 
 
 @pytest.fixture
+def forking(monkeypatch):
+    """Forks allowed as in a fresh `hc` process (earlier tests may leave an idle server thread)."""
+    monkeypatch.setattr(beside, "MIN_BYTES", 0)
+    monkeypatch.setattr(beside, "_can_fork", lambda: sys.platform.startswith("linux"))
+
+
+@pytest.fixture
 def nan_fn(tmp_path):
     ck = tiny(tmp_path / "t")
     name = "layers.1.hc_ffn_fn"
@@ -209,11 +217,10 @@ def nan_fn(tmp_path):
     return ck
 
 
-def test_the_forked_scan_finds_what_the_scan_in_process_finds(nan_fn, monkeypatch):
-    monkeypatch.setattr(beside, "MIN_BYTES", 0)
+def test_the_forked_scan_finds_what_the_scan_in_process_finds(nan_fn, monkeypatch, forking):
     ckpt = open_checkpoint(nan_fn)
     check = verify._HcCheck(ckpt, True)
-    assert check.scan.forked  # pytest runs one thread here
+    assert check.scan.forked
     forked = check.findings()
     monkeypatch.setattr(beside, "MIN_BYTES", 1 << 62)
     check = verify._HcCheck(open_checkpoint(nan_fn), True)
@@ -222,8 +229,7 @@ def test_the_forked_scan_finds_what_the_scan_in_process_finds(nan_fn, monkeypatc
     assert [f.code for f in forked] == ["hc_nonfinite"] and "layers.1.hc_ffn_fn' holds 1 NaN/Inf" in forked[0].message
 
 
-def test_a_child_that_fails_is_replaced_by_the_work_in_process(monkeypatch):
-    monkeypatch.setattr(beside, "MIN_BYTES", 0)
+def test_a_child_that_fails_is_replaced_by_the_work_in_process(forking):
     parent = os.getpid()
 
     def work():
@@ -235,8 +241,7 @@ def test_a_child_that_fails_is_replaced_by_the_work_in_process(monkeypatch):
     assert b.forked and b.result() == [1, 2]
 
 
-def test_a_child_past_its_time_is_killed_and_the_work_done_here(monkeypatch):
-    monkeypatch.setattr(beside, "MIN_BYTES", 0)
+def test_a_child_past_its_time_is_killed_and_the_work_done_here(forking):
     parent = os.getpid()
 
     def work():
@@ -252,8 +257,7 @@ def test_a_child_past_its_time_is_killed_and_the_work_done_here(monkeypatch):
         os.waitpid(pid, os.WNOHANG)  # reaped: no zombie left
 
 
-def test_a_result_that_is_no_json_is_not_believed(monkeypatch):
-    monkeypatch.setattr(beside, "MIN_BYTES", 0)
+def test_a_result_that_is_no_json_is_not_believed(forking):
     parent = os.getpid()
     b = beside.Beside(lambda: {1, 2} if os.getpid() != parent else "here", nbytes=1, timeout_s=30)  # a set: no JSON
     assert b.forked and b.result() == "here"

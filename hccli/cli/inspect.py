@@ -75,7 +75,7 @@ def inspect_cmd(
     from hccli.cli.output import emit_json, note, progress_bar, safe, show
     from hccli.inspect_report import build_inspect
 
-    with progress_bar("reading headers", enabled=not json_out) as tick:
+    with progress_bar("reading headers", enabled=not json_out, thread=False) as tick:
         report = build_inspect(
             path, config=config, name_glob=name, dtype=dtype, list_tensors=tensors,
             layers=layer, hc_layers=hc_layer, run_verify=verify, progress=tick,

@@ -124,21 +124,25 @@ class _NoProgress:
 
 
 @contextmanager
-def progress_bar(description: str, enabled: bool = True) -> Iterator[Callable[..., None]]:
+def progress_bar(description: str, enabled: bool = True, *, thread: bool = True) -> Iterator[Callable[..., None]]:
     """A transient progress bar on stderr; yields tick(done, total, what="").
 
-    Shown only on a terminal, so that pipes and tests see clean output."""
+    Shown only on a terminal, so that pipes and tests see clean output. thread=False: redrawn at
+    each tick instead of by a refresh thread, so that the work inside may fork (checkpoint/beside.py
+    forks only in a process of one thread)."""
     if not enabled or not err_console().is_terminal:
         yield _NoProgress()
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console(), transient=True) as prog:
+                  console=err_console(), transient=True, auto_refresh=thread) as prog:
         task = prog.add_task(description, total=None)
 
         def tick(done: int, total: int, what: str = "") -> None:
             prog.update(task, completed=done, total=total,
                         description=f"{description} {what}".rstrip())
+            if not thread:
+                prog.refresh()
 
         yield tick
