@@ -84,17 +84,38 @@ class TensorSpec(NamedTuple):
         return self.elements * 2 if self.fp4_packed else self.elements
 
 
+class Columns(NamedTuple):
+    """The inventory as one list per TensorSpec field, in inventory order: what verify compares
+    with the shards' columns, built by C-level extends (a record per tensor is made only for a
+    caller that asks for `Inventory.tensors`)."""
+
+    name: list[str]
+    shape: list[tuple[int, ...]]
+    dtype: list[str]
+    component: list[str]
+    layer: list[int | None]
+    scope: list[str]
+    fp4_packed: list[bool]
+    exact: list[bool]
+    shard: list[int]
+
+
 @dataclass(frozen=True)
 class Inventory:
     config: ModelConfig
     plan: LayerPlan
-    tensors: tuple[TensorSpec, ...]
+    columns: Columns
     layout: ShardLayout
     release: Release | None = None  # the published release this config is (names, shapes, placement, totals)
+    nbytes: int | None = None  # the sum of the tensors' byte spans, when the builder kept it
+
+    @cached_property
+    def tensors(self) -> tuple[TensorSpec, ...]:
+        return tuple(map(tuple.__new__, repeat(TensorSpec), zip(*self.columns)))
 
     @property
     def exact(self) -> bool:
-        return all(t.exact for t in self.tensors)
+        return all(self.columns.exact)
 
     @property
     def n_shards(self) -> int:
@@ -106,17 +127,20 @@ class Inventory:
     @cached_property
     def total_size(self) -> int:
         """The index's metadata.total_size: the sum of the tensors' byte spans."""
-        ts = self.tensors  # as sum(t.nbytes ...), in C-level maps over ~100k tensors
-        return sum(map(mul, map(prod, map(_SHAPE, ts)), map(DTYPE_BYTES.__getitem__, map(_DTYPE, ts))))
+        if self.nbytes is not None:
+            return self.nbytes
+        c = self.columns  # as sum(t.nbytes ...), in C-level maps over ~100k tensors
+        return sum(map(mul, map(prod, c.shape), map(DTYPE_BYTES.__getitem__, c.dtype)))
 
     def by_name(self) -> dict[str, TensorSpec]:
-        return dict(zip(map(_NAME, self.tensors), self.tensors))
+        return dict(zip(self.columns.name, self.tensors))
 
 
 class _Builder:
     def __init__(self, cfg: ModelConfig, *, exact: bool, hc_only: bool = False):
         self.cfg = cfg
-        self.out: list[TensorSpec] = []
+        self.out = Columns([], [], [], [], [], [], [], [], [])
+        self.nbytes = 0  # Inventory.total_size, kept as tensors are added
         self.layer: int | None = None
         self.scope = "text"
         self.exact = exact
@@ -133,9 +157,11 @@ class _Builder:
             owner = owner_of(name)  # a release keeps each stage whole, extras and head mix included
             if owner is not None:
                 shard = self.layout.stage(owner[1])
-        self.out.append(TensorSpec(name, tuple(shape), dtype, component, self.layer, self.scope, fp4,
-                                   self.exact if exact is None else exact,
-                                   self.shard if shard is None else shard))
+        spec = (name, tuple(shape), dtype, component, self.layer, self.scope, fp4,
+                self.exact if exact is None else exact, self.shard if shard is None else shard)
+        for column, value in zip(self.out, spec):
+            column.append(value)
+        self.nbytes += prod(spec[1]) * DTYPE_BYTES[dtype]
 
     def fp8(self, prefix: str, o: int, i: int, component: str) -> None:
         b = self.cfg.fp8_block
@@ -168,12 +194,19 @@ class _Builder:
         template = [(f".{name}{suffix}", shape, dtype, fp4)
                     for name, o, i in linears for suffix, shape, dtype, fp4 in self._quantised(o, i)]
         suffixes, shapes, dtypes, fp4s = zip(*template)
-        # names by joining (expert prefix, suffix) pairs, the records by C-level maps: ~95k of them
-        names = map("".join, product([f"{p}.ffn.experts.{x}" for x in range(n)], suffixes))
+        # names by joining (expert prefix, suffix) pairs, the columns by C-level extends: ~95k tensors
         k = n * len(template)
-        self.out.extend(map(tuple.__new__, repeat(TensorSpec), zip(
-            names, islice(cycle(shapes), k), islice(cycle(dtypes), k), repeat(component), repeat(self.layer),
-            repeat(self.scope), islice(cycle(fp4s), k), repeat(self.exact), repeat(shard))))
+        c = self.out
+        c.name.extend(map("".join, product([f"{p}.ffn.experts.{x}" for x in range(n)], suffixes)))
+        c.shape.extend(islice(cycle(shapes), k))
+        c.dtype.extend(islice(cycle(dtypes), k))
+        c.component.extend(repeat(component, k))
+        c.layer.extend(repeat(self.layer, k))
+        c.scope.extend(repeat(self.scope, k))
+        c.fp4_packed.extend(islice(cycle(fp4s), k))
+        c.exact.extend(repeat(self.exact, k))
+        c.shard.extend(repeat(shard, k))
+        self.nbytes += n * sum(prod(shape) * DTYPE_BYTES[dtype] for shape, dtype in zip(shapes, dtypes))
 
 
 def _hc_site(b: _Builder, prefix: str, site: str) -> None:
@@ -374,7 +407,7 @@ def _walk(b: _Builder, plan: LayerPlan) -> None:
 def _build(cfg: ModelConfig, plan: LayerPlan, release: Release | None) -> Inventory:
     b = _Builder(cfg, exact=cfg.family == "v4.1" or release is not None)
     _walk(b, plan)
-    return Inventory(cfg, plan, tuple(b.out), b.layout, release)
+    return Inventory(cfg, plan, b.out, b.layout, release, b.nbytes)
 
 
 def build_inventory(cfg: ModelConfig, plan: LayerPlan | None = None) -> Inventory:
@@ -395,7 +428,7 @@ def _cached_inventory(cfg: ModelConfig) -> Inventory:
 def _inventory(cfg: ModelConfig, plan: LayerPlan) -> Inventory:
     candidate = release_candidate(cfg)
     inv = _build(cfg, plan, candidate)
-    if candidate is not None and (len(inv.tensors), inv.total_size, inv.n_shards) != (
+    if candidate is not None and (len(inv.columns.name), inv.total_size, inv.n_shards) != (
             candidate.tensors, candidate.total_size, candidate.shards):
         inv = _build(cfg, plan, None)  # its values look like a release's, its inventory is another
     return inv
@@ -406,4 +439,4 @@ def build_hc_inventory(cfg: ModelConfig) -> tuple[TensorSpec, ...]:
     walk as build_inventory (cheap: count-params needs no expert list)."""
     b = _Builder(cfg, exact=True, hc_only=True)
     _walk(b, plan_layers(cfg))
-    return tuple(b.out)
+    return tuple(map(tuple.__new__, repeat(TensorSpec), zip(*b.out)))

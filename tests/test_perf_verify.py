@@ -34,6 +34,10 @@ def test_expert_groups_match_per_tensor_inventory(name):
     want = _per_tensor(cfg)
     assert got.tensors == want.tensors
     assert got.release == want.release
+    # the columns are the records', and the byte total kept while building is their sum
+    assert tuple(map(list, zip(*want.tensors))) == tuple(got.columns)
+    assert got.total_size == sum(t.nbytes for t in want.tensors)
+    assert got.by_name() == {t.name: t for t in want.tensors}
 
 
 def _spec(name, dtype, shape):

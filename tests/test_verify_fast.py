@@ -53,7 +53,7 @@ def slow(monkeypatch, path):
 def fast_answers(path):
     ckpt = open_checkpoint(path)
     inv = build_inventory(ckpt.config)
-    return (agree.index_agrees(ckpt, ckpt.index.weight_map), agree.inventory_agrees(ckpt, inv.tensors),
+    return (agree.index_agrees(ckpt, ckpt.index.weight_map), agree.inventory_agrees(ckpt, inv.columns),
             placement._published_as_is(ckpt, inv))
 
 

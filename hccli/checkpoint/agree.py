@@ -8,12 +8,10 @@ V4.1-Flash) instead of a merged table with a record per tensor.
 from __future__ import annotations
 
 from itertools import chain, repeat
-from operator import attrgetter, eq
+from operator import eq
 from typing import Any
 
 from hccli.checkpoint.shardset import Checkpoint
-
-_NAME, _SHAPE, _DTYPE = attrgetter("name"), attrgetter("shape"), attrgetter("dtype")
 
 
 def all_readable(ckpt: Checkpoint) -> bool:
@@ -34,40 +32,39 @@ def index_agrees(ckpt: Checkpoint, wm: dict[str, str]) -> bool:
     return all(all(map(eq, repeat(s.file), map(wm.get, s.header.names))) for s in shards)
 
 
-def inventory_agrees(ckpt: Checkpoint, specs: Any) -> bool:
-    """Whether the shards hold exactly the tensors `specs` (the inventory in the release's own
-    names) lists, with its shapes and dtypes, and nothing else: then there is no missing_tensor,
+def inventory_agrees(ckpt: Checkpoint, inv: Any) -> bool:
+    """Whether the shards hold exactly the tensors the inventory's columns (`inv`, in the release's
+    own names) list, with its shapes and dtypes, and nothing else: then there is no missing_tensor,
     unexpected_tensor, wrong_shape or wrong_dtype to report. Names must be unique across shards."""
-    return positions(ckpt, specs) is not None
+    return positions(ckpt, inv) is not None
 
 
-def positions(ckpt: Checkpoint, specs: Any) -> list[int] | None:
-    """Where each of `specs` is among the shards' entries (their columns end to end) when the
-    shards agree with them (inventory_agrees), else None. Kept on the checkpoint for the next
-    check that asks about the same specs (verify, then placement)."""
+def positions(ckpt: Checkpoint, inv: Any) -> list[int] | None:
+    """Where each tensor of the inventory's columns `inv` is among the shards' entries (their
+    columns end to end) when the shards agree with it (inventory_agrees), else None. Kept on the
+    checkpoint for the next check that asks about the same columns (verify, then placement)."""
     memo = ckpt.memo.get("positions")
-    if memo is not None and memo[0] is specs:
+    if memo is not None and memo[0] is inv:
         return memo[1]
-    at = _positions(ckpt, specs)
-    ckpt.memo["positions"] = (specs, at)
+    at = _positions(ckpt, inv)
+    ckpt.memo["positions"] = (inv, at)
     return at
 
 
-def _positions(ckpt: Checkpoint, specs: Any) -> list[int] | None:
+def _positions(ckpt: Checkpoint, inv: Any) -> list[int] | None:
     if not ckpt.names_unique():
         return None
     columns = [s.header.columns for s in ckpt.readable()]
     names = list(chain.from_iterable(c.names for c in columns))
-    if len(names) != len(specs):
+    if len(names) != len(inv.name):
         return None
     where = dict(zip(names, range(len(names))))
-    at = list(map(where.get, map(_NAME, specs)))
+    at = list(map(where.get, inv.name))
     if None in at:
         return None
+    # both parsers keep a shape as a tuple, as the inventory does
     shapes = list(chain.from_iterable(c.shapes for c in columns))
+    if list(map(shapes.__getitem__, at)) != inv.shape:
+        return None
     dtypes = list(chain.from_iterable(c.dtypes for c in columns))
-    # tuple(): a careful-path header's shape is a tuple too, but say what is compared
-    if (list(map(tuple, map(shapes.__getitem__, at))) == list(map(_SHAPE, specs))
-            and list(map(dtypes.__getitem__, at)) == list(map(_DTYPE, specs))):
-        return at
-    return None
+    return at if list(map(dtypes.__getitem__, at)) == inv.dtype else None

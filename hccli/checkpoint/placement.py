@@ -24,7 +24,7 @@ from hccli.errors import HcError
 from hccli.st_layout import _RANK
 
 CODE = "shard_placement"
-_NAME, _DTYPE, _SHAPE, _SHARD = attrgetter("name"), attrgetter("dtype"), attrgetter("shape"), attrgetter("shard")
+_NAME, _DTYPE, _SHAPE = attrgetter("name"), attrgetter("dtype"), attrgetter("shape")
 
 
 def _finding(message: str) -> Finding:
@@ -101,7 +101,7 @@ def _published_as_is(ckpt: Checkpoint, inv) -> bool:
     per-tensor path below, which finds and words what differs)."""
     release = inv.release
     shards = ckpt.shards
-    at = agree.positions(ckpt, inv.tensors)
+    at = agree.positions(ckpt, inv.columns)
     if at is None or len(shards) != release.shards or not agree.all_readable(ckpt) \
             or not (ckpt.store is None or ckpt.store.bulk_reads_cheap):
         return False
@@ -109,9 +109,9 @@ def _published_as_is(ckpt: Checkpoint, inv) -> bool:
     ordinal = {f: j for j, f in enumerate(files)}
     if len(ordinal) != len(files):
         return False
-    want = {k: ordinal.get(inv.layout.file(k)) for k in set(map(_SHARD, inv.tensors))}
+    want = {k: ordinal.get(inv.layout.file(k)) for k in set(inv.columns.shard)}
     held = list(chain.from_iterable(repeat(j, len(s.header.columns.names)) for j, s in enumerate(shards)))
-    if list(map(held.__getitem__, at)) != list(map(want.__getitem__, map(_SHARD, inv.tensors))):
+    if list(map(held.__getitem__, at)) != list(map(want.__getitem__, inv.columns.shard)):
         return False  # a tensor in another shard (or a planned file not here)
     return all(_as_published(ckpt, s) for s in shards)
 

@@ -350,7 +350,7 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
     if dialect not in R.RECONCILED:
         return []
     inventory = build_inventory(cfg)
-    if dialect == D.RELEASE and agree.inventory_agrees(ckpt, inventory.tensors):
+    if dialect == D.RELEASE and agree.inventory_agrees(ckpt, inventory.columns):
         return []  # the release's names: its inventory as it stands, and the shards agree with it
     stored = ckpt.tensors()
     inv = R.expected_layout(inventory, dialect, R.model_dtype(stored, dialect))
