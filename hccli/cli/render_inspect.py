@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from hccli.cli.output import safe
+from hccli.cli.output import plain, safe
 from hccli.inspect_report import HcSplitEntry, InspectReport
 
 # findings of one code shown to people; --json has them all
@@ -53,7 +53,7 @@ def _summary(r: InspectReport) -> Iterator[Any]:
     for col in ("dtype", "tensors", "bytes"):
         t.add_column(col, justify="left" if col == "dtype" else "right")
     for k, v in sorted(r.dtypes.items(), key=lambda kv: -kv[1].bytes):
-        t.add_row(k, _n(v.tensors), f"{_n(v.bytes)} ({v.bytes / 1e9:,.2f} GB)")
+        t.add_row(Text(k), Text(_n(v.tensors)), Text(f"{_n(v.bytes)} ({v.bytes / 1e9:,.2f} GB)"))
     yield t
     if c.config_error:
         yield Text.from_markup(f"[yellow]note:[/] config.json not used: {safe(c.config_error)}")
@@ -138,8 +138,9 @@ def _hc_table(r: InspectReport) -> Iterator[Any]:
     for e in r.hc:
         diag = (" ".join(f"{e.comb_from_base[j][j]:.3f}" for j in range(e.hc))
                 if isinstance(e, HcSplitEntry) else "-")
-        label = str(e.layer) if e.name == f"layers.{e.layer}" else f"{e.layer} {safe(e.name)}"
-        t.add_row(label, e.site, " ".join(f"{x:.3g}" for x in e.scale), diag)
+        label = str(e.layer) if e.name == f"layers.{e.layer}" else f"{e.layer} {plain(e.name)}"
+        # Text cells: no markup or emoji codes to parse in ~90 rows (a name from the file stays as written)
+        t.add_row(Text(label), Text(e.site), Text(" ".join(f"{x:.3g}" for x in e.scale)), Text(diag))
     yield Text("")
     yield t
 
