@@ -5,11 +5,11 @@ base/scale tensors only."""
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
 from itertools import chain
-from collections.abc import Collection
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from hccli.checkpoint.hc import (
     HcSiteTensors,
@@ -25,11 +25,11 @@ from hccli.checkpoint.hc import (
 )
 from hccli.checkpoint.header import Columns
 from hccli.checkpoint.shardset import Checkpoint, open_checkpoint
+from hccli.dialects import DESCRIPTIONS, canonical_name
 from hccli.errors import HcError
 from hccli.inspect_tree import TreeNode, build_tree, merged_columns, totals_from_columns
 from hccli.layers import format_ranges
 from hccli.sinkhorn_f32 import head_pre_zero, split_sinkhorn_zero, supports
-from hccli.dialects import DESCRIPTIONS, canonical_name
 from hccli.vocab import BACKBONE, STAGE, owner_of
 
 if TYPE_CHECKING:  # verify's modules load only for --verify
@@ -217,6 +217,28 @@ def _split_sinkhorn_np(bases: list, scales: list, hc: int, iters: int, eps: floa
     return pre.tolist(), post.tolist(), comb.tolist()
 
 
+def _build_tree(ckpt: Checkpoint) -> list[TreeNode]:
+    return build_tree(chain.from_iterable(zip(c.names, c.dtypes, c.shapes) for c in _columns(ckpt)))
+
+
+def _tree_doc(ckpt: Checkpoint) -> list:
+    """The tree as JSON-able lists, as a forked child hands it back."""
+    def doc(n: TreeNode) -> list:
+        return [n.label, n.count, n.detail, [doc(c) for c in n.children]]
+
+    return [doc(n) for n in _build_tree(ckpt)]
+
+
+def _node(d: list) -> TreeNode:
+    label, count, detail, children = d
+    return TreeNode(label, count, detail, [_node(c) for c in children])
+
+
+# From this many tensors on, the tree people see is built by a forked child while this process
+# works out the rest of the report (checkpoint/beside.py): ~80 ms of V4.1-Flash's 96k names.
+TREE_BESIDE_MIN_TENSORS = 20_000
+
+
 @dataclass
 class InspectReport:
     ckpt: Checkpoint
@@ -230,6 +252,7 @@ class InspectReport:
     hc: list[HcEntry]
     findings: list[Finding] | None
     hc_sites: int = 0  # HC sites found by name; those whose tensors yield no values are not in `hc`
+    tree_job: Any = field(default=None, repr=False, compare=False)  # the tree, being built beside
 
     @property
     def tensors(self) -> dict:
@@ -238,7 +261,9 @@ class InspectReport:
 
     def tree(self) -> list[TreeNode]:
         # only people see the tree; --json never pays for it
-        return build_tree(chain.from_iterable(zip(c.names, c.dtypes, c.shapes) for c in _columns(self.ckpt)))
+        if self.tree_job is not None:
+            return [_node(n) for n in self.tree_job.result()]
+        return _build_tree(self.ckpt)
 
     @property
     def errors(self) -> int:
@@ -322,10 +347,30 @@ def build_inspect(
     run_verify: bool = False,
     hc_layers: Collection[int] | None = None,
     progress: Callable[[int, int], None] | None = None,
+    tree: bool = False,
 ) -> InspectReport:
     """`layers` selects tensors to list and `hc_layers` HC sites to read, by layer number
-    (stages after the backbone, the root head mix last); `dtype` as headers spell it."""
+    (stages after the backbone, the root head mix last); `dtype` as headers spell it. tree: the
+    caller shows the tree (built beside the rest where that pays)."""
     ckpt = open_checkpoint(path, config=config, progress=progress)
+    job = None
+    if tree:
+        from hccli.checkpoint.beside import Beside
+
+        many = sum(len(s.header.columns.names) for s in ckpt.readable()) >= TREE_BESIDE_MIN_TENSORS
+        job = Beside(lambda: _tree_doc(ckpt), worth=many, timeout_s=60)
+    try:
+        report = _report(ckpt, name_glob, layers, dtype, list_tensors, run_verify, hc_layers)
+    except BaseException:
+        if job is not None:
+            job.close()
+        raise
+    report.tree_job = job
+    return report
+
+
+def _report(ckpt: Checkpoint, name_glob: str | None, layers: Collection[int] | None, dtype: str | None,
+            list_tensors: bool, run_verify: bool, hc_layers: Collection[int] | None) -> InspectReport:
     n_layers, n_stages = layer_counts(ckpt, ckpt.all_names() if ckpt.config is None else ())
     for what, chosen in (("the tensor list", layers), ("the HC sites", hc_layers)):
         if chosen is not None:

@@ -30,12 +30,13 @@ MAX_RESULT = 1 << 20  # the result is a few numbers per HC tensor; past this the
 class Beside:
     """fn() computed in a forked child where possible; result() gives it (or computes it here)."""
 
-    def __init__(self, fn: Callable[[], Any], *, nbytes: int, timeout_s: float):
+    def __init__(self, fn: Callable[[], Any], *, nbytes: int = 0, timeout_s: float, worth: bool | None = None):
+        """worth: whether the work pays for a fork (default: nbytes >= MIN_BYTES of reading)."""
         self._fn = fn
         self._pid: int | None = None
         self._fd: int | None = None
         self._deadline = time.monotonic() + timeout_s
-        if nbytes >= MIN_BYTES and _can_fork():
+        if (nbytes >= MIN_BYTES if worth is None else worth) and _can_fork():
             self._start()
 
     @property

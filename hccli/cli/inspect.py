@@ -78,7 +78,7 @@ def inspect_cmd(
     with progress_bar("reading headers", enabled=not json_out, thread=False) as tick:
         report = build_inspect(
             path, config=config, name_glob=name, dtype=dtype, list_tensors=tensors,
-            layers=layer, hc_layers=hc_layer, run_verify=verify, progress=tick,
+            layers=layer, hc_layers=hc_layer, run_verify=verify, progress=tick, tree=not json_out,
         )
     unreadable = [s for s in report.ckpt.shards if s.header is None]
     if unreadable and report.findings is None:

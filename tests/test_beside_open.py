@@ -1,0 +1,182 @@
+"""Work a forked child does beside `hc inspect` (checkpoint/beside.py): the index parsed while the
+headers are read (shardset._index_beside) and the tree built while the report is made. Whatever
+the child manages, the checkpoint, the report and every message are those of the work done here."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+from ckpt_tools import edit_index, tiny
+from conftest import SAMPLES
+
+from hccli.checkpoint import beside, shardset
+from hccli.checkpoint.shardset import open_checkpoint
+from hccli.errors import HcError
+from hccli.synth import make_checkpoint
+
+
+@pytest.fixture
+def forking(monkeypatch):
+    """Forks allowed as in a fresh `hc` process (earlier tests may leave an idle server thread)."""
+    monkeypatch.setattr(beside, "_can_fork", lambda: sys.platform.startswith("linux"))
+
+
+@pytest.fixture
+def ck(tmp_path):
+    # 46 shards, data as holes (~1 s)
+    return make_checkpoint(SAMPLES / "deepseek-v4-flash.json", tmp_path / "ck", phantom=True).outdir
+
+
+def _forks(monkeypatch) -> list[bool]:
+    seen: list[bool] = []
+    real = beside.Beside._start
+
+    def start(self):
+        real(self)
+        seen.append(self.forked)
+
+    monkeypatch.setattr(beside.Beside, "_start", start)
+    return seen
+
+
+def both(monkeypatch, path):
+    """(checkpoint opened with the index beside, opened here alone, whether a child ran)."""
+    with monkeypatch.context() as m:
+        forks = _forks(m)
+        split = open_checkpoint(path)
+    with monkeypatch.context() as m:
+        m.setattr(shardset, "SPLIT_MIN_SHARDS", 1 << 30)
+        alone = open_checkpoint(path)
+    return split, alone, forks == [True]
+
+
+def same(a, b):
+    assert (a.index, a.shards, a.unsafe, a.missing, a.partial, a.config) == \
+           (b.index, b.shards, b.unsafe, b.missing, b.partial, b.config)
+
+
+def test_the_index_beside_gives_the_same_checkpoint_and_parses_the_weight_map_only_when_asked(ck, monkeypatch,
+                                                                                               forking):
+    split, alone, forked = both(monkeypatch, ck)
+    assert forked
+    assert split.index._weight_map is None  # --json never needs it: this process did not parse it
+    assert split.index.files == alone.index.files and split.index.total_size == alone.index.total_size
+    same(split, alone)  # (compares the weight maps: parsed here on that first use)
+    assert split.index.weight_map == alone.index.weight_map and len(split.index.weight_map) > 1000
+
+
+def test_a_missing_shard_and_an_unindexed_file_come_out_the_same(ck, monkeypatch, forking):
+    files = sorted(p.name for p in ck.glob("*.safetensors"))
+    (ck / files[3]).unlink()
+    (ck / "extra.safetensors").write_bytes((2).to_bytes(8, "little") + b"{}")  # no tensors, in no index
+    split, alone, forked = both(monkeypatch, ck)
+    assert forked
+    same(split, alone)
+    assert split.missing == [files[3]]
+    assert [s.indexed for s in split.shards if s.file == "extra.safetensors"] == [False]
+
+
+def test_a_shard_the_index_names_in_a_subfolder_is_read_too(ck, monkeypatch, forking):
+    files = sorted(p.name for p in ck.glob("*.safetensors"))
+    (ck / "sub").mkdir()
+    (ck / files[5]).rename(ck / "sub" / files[5])
+    edit_index(ck, lambda d: d["weight_map"].update(
+        {n: f"sub/{files[5]}" for n, f in d["weight_map"].items() if f == files[5]}))
+    split, alone, forked = both(monkeypatch, ck)
+    assert forked
+    same(split, alone)
+    assert any(s.file == f"sub/{files[5]}" and s.header is not None for s in split.shards)
+
+
+@pytest.mark.parametrize("text, words", [
+    (b"{not json", "not valid JSON"),
+    (b'{"weight_map": {"a": 3}}', "expected a shard file name"),
+    (b'{"weight_map": {}, "metadata": {"total_size": -1}}', "total_size"),
+])
+def test_a_broken_index_is_the_same_error(ck, monkeypatch, forking, text, words):
+    (ck / "model.safetensors.index.json").write_bytes(text)
+    errors = []
+    for limit in (8, 1 << 30):
+        monkeypatch.setattr(shardset, "SPLIT_MIN_SHARDS", limit)
+        with pytest.raises(HcError) as e:
+            open_checkpoint(ck)
+        errors.append(e.value.message)
+    assert errors[0] == errors[1] and words in errors[0]
+
+
+def test_a_child_that_fails_is_replaced_by_the_parse_here(ck, monkeypatch, forking):
+    parent, real = os.getpid(), shardset.parse_index
+
+    def parse(*a, **k):
+        if os.getpid() != parent:
+            raise RuntimeError("the child fails")
+        return real(*a, **k)
+
+    monkeypatch.setattr(shardset, "parse_index", parse)
+    split, alone, forked = both(monkeypatch, ck)
+    assert forked
+    same(split, alone)
+
+
+def test_no_child_for_a_few_shards(tmp_path, monkeypatch, forking):
+    small = tiny(tmp_path / "t")
+    assert len(list(small.glob("*.safetensors"))) < 1 << 30
+    with monkeypatch.context() as m:
+        m.setattr(shardset, "SPLIT_MIN_SHARDS", 1 << 30)
+        forks = _forks(m)
+        open_checkpoint(small)
+    assert forks == []
+
+
+# ---- the tree ---------------------------------------------------------------------------------
+
+
+def test_the_tree_built_beside_is_the_tree_built_here(tmp_path, monkeypatch, forking):
+    from hccli import inspect_report as R
+
+    small = tiny(tmp_path / "t")
+    monkeypatch.setattr(R, "TREE_BESIDE_MIN_TENSORS", 0)
+    forks = _forks(monkeypatch)
+    report = R.build_inspect(small, tree=True)
+    assert report.tree_job is not None and report.tree_job.forked and forks[-1]
+    beside_tree = report.tree()
+    assert beside_tree == R.build_inspect(small).tree()  # no job: built here
+    assert beside_tree and any(n.children for n in beside_tree)
+
+
+def test_an_error_after_the_tree_started_stops_its_child(tmp_path, monkeypatch, forking):
+    from hccli import inspect_report as R
+
+    small = tiny(tmp_path / "t")
+    monkeypatch.setattr(R, "TREE_BESIDE_MIN_TENSORS", 0)
+    pids = []
+    real = beside.Beside._start
+
+    def start(self):
+        real(self)
+        pids.append(self._pid)
+
+    monkeypatch.setattr(beside.Beside, "_start", start)
+    with pytest.raises(HcError, match="layer 999 for the HC sites is out of range"):
+        R.build_inspect(small, tree=True, hc_layers=[999])
+    assert pids and pids[-1] is not None
+    with pytest.raises(ChildProcessError):
+        os.waitpid(pids[-1], os.WNOHANG)  # killed and reaped
+
+
+def test_the_rich_output_is_the_same_with_the_tree_beside(tmp_path):
+    # `hc inspect` as users run it (a fresh process of one thread: the child runs), and without it
+    import subprocess
+
+    small = tiny(tmp_path / "t")
+    outs = []
+    for n in (0, 1 << 30):
+        code = (f"import sys; import hccli.inspect_report as R; R.TREE_BESIDE_MIN_TENSORS = {n}; "
+                "sys.argv = ['hc', 'inspect', sys.argv[1]]; import hccli.cli.app as app; app.main()")
+        proc = subprocess.run([sys.executable, "-c", code, str(small)], capture_output=True, text=True, timeout=120,
+                              cwd=str(SAMPLES.parent))
+        assert proc.returncode == 0, proc.stderr
+        outs.append(proc.stdout)
+    assert outs[0] == outs[1] and "repeated layers collapsed" in outs[0]
