@@ -24,7 +24,7 @@ COMMANDS = {"--json": ["--json"], "--verify --json": ["--verify", "--json"], "ri
 
 # (module, attribute, label): functions timed in the child
 STEPS = [
-    ("hccli.checkpoint.shardset", "parse_index", "index"),
+    ("hccli.checkpoint.shardset", "parse_index", "index (here: --verify's weight_map)"),
     ("hccli.checkpoint.shardset", "_read_headers", "48 headers"),
     ("hccli.inspect_report", "open_checkpoint", "open (index + headers + config)"),
     ("hccli.checkpoint.shardset", "Checkpoint.names_unique", "name uniqueness"),
