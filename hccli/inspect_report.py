@@ -7,7 +7,6 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +26,12 @@ from hccli.checkpoint.header import Columns
 from hccli.checkpoint.shardset import Checkpoint, open_checkpoint
 from hccli.dialects import DESCRIPTIONS, canonical_name
 from hccli.errors import HcError
-from hccli.inspect_tree import TreeNode, build_tree, merged_columns, totals_from_columns
+from hccli.inspect_tree import (
+    TreeNode,
+    build_tree_columns,
+    merged_columns,
+    totals_from_columns,
+)
 from hccli.layers import format_ranges
 from hccli.sinkhorn_f32 import head_pre_zero, split_sinkhorn_zero, supports
 from hccli.vocab import BACKBONE, STAGE, owner_of
@@ -218,7 +222,7 @@ def _split_sinkhorn_np(bases: list, scales: list, hc: int, iters: int, eps: floa
 
 
 def _build_tree(ckpt: Checkpoint) -> list[TreeNode]:
-    return build_tree(chain.from_iterable(zip(c.names, c.dtypes, c.shapes) for c in _columns(ckpt)))
+    return build_tree_columns(_columns(ckpt))
 
 
 def _tree_doc(ckpt: Checkpoint) -> list:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field
+from bisect import bisect_left
 from itertools import compress
 from typing import Iterable
-from operator import attrgetter, itemgetter, ne
+from operator import attrgetter, ge, itemgetter, ne
 
 from hccli.checkpoint.header import DTYPES, Columns
 from hccli.layers import format_ranges
@@ -139,51 +140,126 @@ def _number(part: str) -> bool:
 def build_tree(entries: Iterable[tuple[str, str, tuple[int, ...]]]) -> list[TreeNode]:
     """Collapse repeated layers: `layers.[0-39] x40` with the tensors every member
     holds, and the exceptions (`in 2,8,14,20`); inner numbers (experts) collapse too.
-    `entries` are (name, dtype, shape), each name once."""
-    tops: dict[str, list] = {}  # key -> [members, templates, (dtype, shape) of the first]
-    # A name's rest after the member number repeats in every member: its template once per rest.
-    rests: dict[str, tuple[str, list[int]]] = {}
+    `entries` are (name, dtype, shape), each name once, taken one at a time (build_tree_columns
+    gives the same tree from columns, faster)."""
+    acc = _Acc()
     for name, dtype, shape in entries:
-        # the member number follows the root (layers.3, blk.3) or a prefixed root (model.layers.3);
-        # partition, not split and join: ~100k names
-        key, _, tail = name.partition(".")
-        num, dot, rest = tail.partition(".")
-        if not (dot and _number(num)):
-            second, dot, rest = rest.partition(".") if dot and key in _PREFIXES else ("", "", "")
-            if dot and _number(second):
-                key, num = f"{key}.{num}", second
-            else:
-                tops.setdefault(name, [set(), {}, (dtype, shape)])
-                continue
-        top = tops.get(key)
+        acc.add(name, dtype, shape)
+    return acc.nodes()
+
+
+def build_tree_columns(columns: Iterable[Columns]) -> list[TreeNode]:
+    """build_tree of the entries of `columns` (no name in two of them), by blocks: in a stretch of
+    names in sorted order (a header's dtype runs, as safetensors writes them), the names of one
+    member (layers.7.*) lie together and are found by bisection; a block whose rests, dtypes and
+    shapes repeat an earlier block of the same root (the same layer kind) only adds its member
+    and counts. The entries are met in the same order as build_tree meets them, so the tree,
+    its order included, is the same."""
+    acc = _Acc()
+    for c in columns:
+        names, dtypes, shapes = c.names, c.dtypes, c.shapes
+        breaks = list(compress(range(1, len(names)), map(ge, names, names[1:])))  # where order restarts
+        for a, b in zip([0, *breaks], [*breaks, len(names)]):
+            acc.stretch(names, dtypes, shapes, a, b)
+    return acc.nodes()
+
+
+def _member(name: str) -> tuple[str, str, int] | None:
+    """(root, member number, length of `root.number.`) of a member's tensor name, else None."""
+    key, _, tail = name.partition(".")
+    num, dot, rest = tail.partition(".")
+    if dot and _number(num):
+        return key, num, len(key) + len(num) + 2
+    second, dot, rest = rest.partition(".") if dot and key in _PREFIXES else ("", "", "")
+    if dot and _number(second):
+        return f"{key}.{num}", second, len(key) + len(num) + len(second) + 3
+    return None
+
+
+class _Acc:
+    """What build_tree gathers: roots in first-met order, each with its members and its rest
+    templates (members, inner numbers, count, (dtype, shape) pairs) in first-met order."""
+
+    def __init__(self) -> None:
+        self.tops: dict[str, list] = {}  # key -> [members, templates, (dtype, shape) of the first]
+        # A name's rest after the member number repeats in every member: its template once per rest.
+        self.rests: dict[str, tuple[str, list[int]]] = {}
+        self.blocks: dict[tuple, list] = {}  # (root, rests, dtypes, shapes) -> [(template entry, count)]
+
+    def add(self, name: str, dtype: str, shape: tuple[int, ...]) -> None:
+        m = _member(name)
+        if m is None:
+            self.tops.setdefault(name, [set(), {}, (dtype, shape)])
+            return
+        key, num, n = m
+        top = self.tops.get(key)
         if top is None:
-            top = tops[key] = [set(), {}, (dtype, shape)]
+            top = self.tops[key] = [set(), {}, (dtype, shape)]
         member = int(num)
         top[0].add(member)
-        known = rests.get(rest)
+        entry = self._entry(top, name[n:])
+        entry[0].add(member)
+        entry[2] += 1
+        entry[3].add((dtype, shape))
+
+    def _entry(self, top: list, rest: str) -> list:
+        known = self.rests.get(rest)
         if known is None:
             parts = rest.split(".")
             inner = [int(p) for p in parts if _number(p)]
-            known = rests[rest] = (".".join(["#" if _number(p) else p for p in parts]) if inner else rest, inner)
+            known = self.rests[rest] = (".".join(["#" if _number(p) else p for p in parts]) if inner else rest, inner)
         tpl, inner = known
         entry = top[1].get(tpl)
         if entry is None:
             entry = top[1][tpl] = [set(), set(), 0, set()]
-        entry[0].add(member)
         if inner:
             entry[1].update(inner)
-        entry[2] += 1
-        entry[3].add((dtype, shape))
-    nodes = []
-    for key, (members, templates, (dtype, shape)) in tops.items():
-        if not members:
-            nodes.append(TreeNode(key, 1, f"{dtype} {list(shape)}"))
-            continue
-        node = TreeNode(f"{key}.[{format_ranges(sorted(members))}]", len(members), f"x{len(members)}")
-        for tpl, (where_set, inner, count, sigs) in templates.items():
-            label = tpl.replace("#", f"[{format_ranges(sorted(inner))}]", 1) if inner else tpl
-            sig = "; ".join(f"{d} {list(s)}" for d, s in sorted(sigs)) if len(sigs) <= 2 else f"{len(sigs)} shapes"
-            where = "" if where_set == members else f" in {format_ranges(sorted(where_set))}"
-            node.children.append(TreeNode(label, count, f"{sig} x{count}{where}"))
-        nodes.append(node)
-    return nodes
+        return entry
+
+    def stretch(self, names: list[str], dtypes: list[str], shapes: list, a: int, b: int) -> None:
+        """The entries a..b-1, their names in sorted order."""
+        i = a
+        while i < b:
+            name = names[i]
+            m = _member(name)
+            if m is None:
+                self.add(name, dtypes[i], shapes[i])
+                i += 1
+                continue
+            key, num, n = m
+            j = bisect_left(names, name[:n - 1] + "/", i + 1, b)  # past every name that starts `key.num.`
+            self._block(key, int(num), [x[n:] for x in names[i:j]], dtypes[i:j], shapes[i:j])
+            i = j
+
+    def _block(self, key: str, member: int, rests: list[str], dtypes: list[str], shapes: list) -> None:
+        top = self.tops.get(key)
+        if top is None:
+            top = self.tops[key] = [set(), {}, (dtypes[0], shapes[0])]
+        top[0].add(member)
+        pattern = (key, tuple(rests), tuple(dtypes), tuple(shapes))
+        counts = self.blocks.get(pattern)
+        if counts is None:
+            met: dict[int, list] = {}
+            for rest, dtype, shape in zip(rests, dtypes, shapes):
+                entry = self._entry(top, rest)
+                entry[3].add((dtype, shape))
+                met.setdefault(id(entry), [entry, 0])[1] += 1
+            counts = self.blocks[pattern] = list(met.values())
+        for entry, k in counts:
+            entry[0].add(member)
+            entry[2] += k
+
+    def nodes(self) -> list[TreeNode]:
+        nodes = []
+        for key, (members, templates, (dtype, shape)) in self.tops.items():
+            if not members:
+                nodes.append(TreeNode(key, 1, f"{dtype} {list(shape)}"))
+                continue
+            node = TreeNode(f"{key}.[{format_ranges(sorted(members))}]", len(members), f"x{len(members)}")
+            for tpl, (where_set, inner, count, sigs) in templates.items():
+                label = tpl.replace("#", f"[{format_ranges(sorted(inner))}]", 1) if inner else tpl
+                sig = "; ".join(f"{d} {list(s)}" for d, s in sorted(sigs)) if len(sigs) <= 2 else f"{len(sigs)} shapes"
+                where = "" if where_set == members else f" in {format_ranges(sorted(where_set))}"
+                node.children.append(TreeNode(label, count, f"{sig} x{count}{where}"))
+            nodes.append(node)
+        return nodes

@@ -115,3 +115,52 @@ def test_fast_tree_two_line_label_goes_to_rich():
     fast = _Tree("tensors", [("a\nb  [dim]x2[/]", ["c  [dim]F32 [1][/]"]), ("d", [])])
     drawn = _draw(fast, 1000, True)
     assert drawn == _draw(fast.tree(), 1000, True) and "│   b" in drawn
+
+
+def _columns_of(entries):
+    from hccli.checkpoint.header import Columns
+
+    names, dtypes, shapes = (list(x) for x in zip(*entries)) if entries else ([], [], [])
+    return Columns(names, dtypes, shapes, [0] * len(names), [0] * len(names))
+
+
+_member_name = st.builds(lambda root, num, rest: f"{root}.{num}.{rest}" if rest else f"{root}.{num}",
+                         st.sampled_from(["layers", "mtp", "model.layers", "blk", "decoder.layers", "x"]),
+                         st.sampled_from(["0", "1", "2", "10", "9", "²", "03", "a"]),
+                         st.lists(_part, max_size=4).map(".".join))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.one_of(_member_name, st.lists(_part, min_size=1, max_size=5).map(".".join)),
+                         max_size=30, unique=True), min_size=1, max_size=4),
+       st.lists(st.tuples(st.sampled_from(["F32", "BF16", "I8"]), st.sampled_from([(1,), (2, 3), (4,)])),
+                min_size=1, max_size=4),
+       st.booleans())
+def test_tree_by_blocks_is_the_tree_name_by_name(groups, sigs, sort):
+    # headers of any order (sorted stretches as safetensors writes them, or not), names unique overall
+    from hccli.inspect_tree import build_tree_columns
+
+    seen, headers = set(), []
+    for names in groups:
+        names = [n for n in names if n not in seen]
+        seen.update(names)
+        if sort:
+            names.sort()
+        headers.append([(n, *sigs[i % len(sigs)]) for i, n in enumerate(names)])
+    by_name = build_tree([e for h in headers for e in h])
+    assert build_tree_columns([_columns_of(h) for h in headers]) == by_name
+
+
+def test_tree_by_blocks_on_a_release_layout(tmp_path):
+    from conftest import SAMPLES
+    from hccli.checkpoint.shardset import open_checkpoint
+    from hccli.inspect_report import _columns
+    from hccli.inspect_tree import build_tree_columns
+    from hccli.synth import make_checkpoint
+
+    ck = open_checkpoint(make_checkpoint(SAMPLES / "deepseek-v4-flash.json", tmp_path / "ck", phantom=True).outdir)
+    columns = _columns(ck)
+    nodes = build_tree_columns(columns)
+    assert nodes == build_tree((n, d, s) for c in columns for n, d, s in zip(c.names, c.dtypes, c.shapes))
+    layers = next(n for n in nodes if n.label.startswith("layers.["))
+    assert any(c.label.startswith("ffn.experts.[0-255]") for c in layers.children)
