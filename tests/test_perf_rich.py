@@ -164,3 +164,25 @@ def test_tree_by_blocks_on_a_release_layout(tmp_path):
     assert nodes == build_tree((n, d, s) for c in columns for n, d, s in zip(c.names, c.dtypes, c.shapes))
     layers = next(n for n in nodes if n.label.startswith("layers.["))
     assert any(c.label.startswith("ffn.experts.[0-255]") for c in layers.children)
+
+
+_GRID_ROWS = [("0", "attn", "1.04 0.76 1.5", "0.759 0.765 0.757 0.690"), ("12 mtp.0", "ffn", "1.4 1.22 1.4", "-"),
+              ("43 head", "head", "0.5", "[dim]x[/] :smile:")]
+
+
+@pytest.mark.parametrize("width", [200, 100_000, 70, 61, 60, 30, 12])
+@pytest.mark.parametrize("terminal", [True, False])
+@pytest.mark.parametrize("rows", [_GRID_ROWS, _GRID_ROWS + [("7 é", "attn", "1", "-")], []])
+def test_fast_grid_draws_as_rich_table(width, terminal, rows, monkeypatch):
+    from hccli.cli.render_inspect import _Grid
+
+    grid = _Grid("Hyper-connections (--hc-layer L for the full split; --json for every value)",
+                 ("layer", "site", "scale", "comb diagonal, base alone"), rows)
+    reference = _draw(grid.table(), width, terminal)
+    fits = width >= 61 and all(c.isascii() for row in rows for c in row)
+    if fits:  # the line-by-line drawing, not rich's Table, must draw it
+        monkeypatch.setattr(_Grid, "table", lambda self: pytest.fail("fell back to rich's Table"))
+    drawn = _draw(grid, width, terminal)
+    assert drawn == reference
+    assert ("[dim]x[/] :smile:" in drawn) == bool(rows and width >= 60)  # cells are text, never markup or emoji
+    assert ("\x1b[1m" in drawn) == terminal  # the bold header on a terminal

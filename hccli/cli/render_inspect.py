@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from hccli.cli.output import plain, safe
+from hccli.cli.output import _unclipped, plain, safe
 from hccli.inspect_report import HcSplitEntry, InspectReport
 
 # findings of one code shown to people; --json has them all
@@ -130,19 +130,66 @@ def _rows(r: InspectReport, limit: int, filters: str) -> Iterator[Any]:
         yield Text(f"... {len(rows) - limit:,} more (--limit N, or --json for all)")
 
 
+class _Grid:
+    """A table of one-line plain cells, left-justified, drawn exactly as rich's Table draws it with
+    show_edge=False (its title above, the heavy head box), line by line, when it fits the width.
+    rich's own pass measures, wraps and aligns every cell (~20 ms for the ~90 rows of a full
+    checkpoint's HC table); anything else (a row to wrap, ASCII boxes, a cell that is not plain
+    ASCII) goes to rich."""
+
+    def __init__(self, title: str, headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+        self.title, self.headers, self.rows = title, headers, rows
+
+    def table(self) -> Table:
+        t = Table(title=self.title, title_justify="left", show_edge=False)
+        for col in self.headers:
+            t.add_column(col)
+        for row in self.rows:
+            t.add_row(*map(Text, row))  # Text: no markup or emoji codes to parse (a name stays as written)
+        return _unclipped(t)
+
+    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
+        cells = [self.headers, *self.rows]
+        widths = [max(map(len, column)) + 2 for column in zip(*cells)]  # 1 of padding a side
+        table_width = sum(widths) + len(widths) - 1
+        if (options.ascii_only or options.legacy_windows or table_width > options.max_width
+                or not all(c.isascii() and c.isprintable() for row in cells for c in row)):
+            yield self.table()
+            return
+        # as Table.__rich_console__ and Table._render lay out this case
+        render_options = options.update(width=table_width, highlight=False, height=None)
+        title = console.render_str(self.title, style=Style.pick_first(None, "table.title"), highlight=False)
+        yield from console.render(title, options=render_options.update(justify="left"))
+        head_style = console.get_style("table.header")
+        border = console.get_style("")
+        body_style = console.get_style("") + console.get_style(Style.null())
+        new_line = Segment.line()
+        for first, row in ((True, self.headers), *((False, row) for row in self.rows)):
+            style = head_style if first else body_style
+            pad = Segment(" ", style)
+            bar = Segment("┃" if first else "│", border)
+            for i, (cell, width) in enumerate(zip(row, widths)):
+                if i:
+                    yield bar
+                yield pad
+                yield Segment(cell.ljust(width - 2), head_style if first else None)
+                yield pad
+            yield new_line
+            if first:
+                yield Segment("╇".join("━" * w for w in widths), border)
+                yield new_line
+
+
 def _hc_table(r: InspectReport) -> Iterator[Any]:
-    t = Table(title="Hyper-connections (--hc-layer L for the full split; --json for every value)",
-              title_justify="left", show_edge=False)
-    for col in ("layer", "site", "scale", "comb diagonal, base alone"):
-        t.add_column(col)
+    rows = []
     for e in r.hc:
         diag = (" ".join(f"{e.comb_from_base[j][j]:.3f}" for j in range(e.hc))
                 if isinstance(e, HcSplitEntry) else "-")
         label = str(e.layer) if e.name == f"layers.{e.layer}" else f"{e.layer} {plain(e.name)}"
-        # Text cells: no markup or emoji codes to parse in ~90 rows (a name from the file stays as written)
-        t.add_row(Text(label), Text(e.site), Text(" ".join(f"{x:.3g}" for x in e.scale)), Text(diag))
+        rows.append((label, e.site, " ".join(f"{x:.3g}" for x in e.scale), diag))
     yield Text("")
-    yield t
+    yield _Grid("Hyper-connections (--hc-layer L for the full split; --json for every value)",
+                ("layer", "site", "scale", "comb diagonal, base alone"), rows)
 
 
 def _matrix(title: str, rows: list[list[float]], fmt: str, sums: bool) -> Table:
