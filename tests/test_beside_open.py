@@ -180,3 +180,12 @@ def test_the_rich_output_is_the_same_with_the_tree_beside(tmp_path):
         assert proc.returncode == 0, proc.stderr
         outs.append(proc.stdout)
     assert outs[0] == outs[1] and "repeated layers collapsed" in outs[0]
+
+
+def test_a_result_asked_twice_is_the_same_answer(forking, monkeypatch):
+    monkeypatch.setattr(beside, "MIN_BYTES", 0)
+    calls = []
+    b = beside.Beside(lambda: calls.append(1) or {"x": 1}, worth=True, timeout_s=30)
+    assert b.forked
+    first = b.result()
+    assert b.result() is first and first == {"x": 1} and calls == []  # computed in the child only

@@ -36,12 +36,15 @@ class Beside:
         self._pid: int | None = None
         self._fd: int | None = None
         self._deadline = time.monotonic() + timeout_s
+        self._got: Any = _NONE
+        self._forked = False
         if (nbytes >= MIN_BYTES if worth is None else worth) and _can_fork():
             self._start()
 
     @property
     def forked(self) -> bool:
-        return self._pid is not None
+        """Whether a child was started for the work (whatever became of it)."""
+        return self._forked
 
     def _start(self) -> None:
         r, w = os.pipe()
@@ -64,14 +67,14 @@ class Beside:
             finally:
                 os._exit(code)
         os.close(w)
-        self._pid, self._fd = pid, r
+        self._pid, self._fd, self._forked = pid, r, True
 
     def result(self) -> Any:
-        if self._pid is not None:
-            got = self._collect()
-            if got is not _NONE:
-                return got
-        return self._fn()
+        """The child's answer, or fn() computed here; the same object on every call."""
+        if self._got is _NONE:
+            got = self._collect() if self._pid is not None else _NONE
+            self._got = self._fn() if got is _NONE else got
+        return self._got
 
     def _collect(self) -> Any:
         chunks: list[bytes] = []
