@@ -16,7 +16,7 @@ the load, and it shows what running work beside costs in all. `paired` is the me
 round's ratio to that round's floor, a second reading of the wall ratio that a drifting load moves
 less.
 
-    python benchmarks/bench_inspect.py [--runs 7] [--path PHANTOM_DIR] [--json OUT.json]
+    python benchmarks/bench_inspect.py [--runs 7] [--path PHANTOM_DIR] [--json OUT.json] [--no-fork-rows]
 """
 
 from __future__ import annotations
@@ -47,10 +47,15 @@ GOALS = {"--json": 1.3, "--verify --json": 2.0, "rich": 1.8}
 RSS_GOAL_MB = 150
 
 
-def commands(path: Path) -> dict[str, list[str]]:
+def commands(path: Path, no_fork: bool = False) -> dict[str, list[str]]:
     hc = [sys.executable, "-m", "hccli", "inspect", str(path)]
-    return {"floor": [sys.executable, "-c", FLOOR_CODE, str(path)], "--json": [*hc, "--json"],
-            "--verify --json": [*hc, "--verify", "--json"], "rich": hc}
+    out = {"floor": [sys.executable, "-c", FLOOR_CODE, str(path)], "--json": [*hc, "--json"],
+           "--verify --json": [*hc, "--verify", "--json"], "rich": hc}
+    if no_fork:  # the same commands with every step in one process (env execs hc: the same process)
+        nf = ["env", "HC_NO_FORK=1", *hc]
+        out.update({"--json, no fork": [*nf, "--json"], "--verify --json, no fork": [*nf, "--verify", "--json"],
+                    "rich, no fork": nf})
+    return out
 
 
 def run(cmd: list[str]) -> tuple[float, float, float, int]:
@@ -74,6 +79,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--path", type=Path, help="a phantom checkpoint (default: make one in a temporary dir)")
     ap.add_argument("--json", dest="json_out")
+    ap.add_argument("--no-fork-rows", action="store_true",
+                    help="also time each hc command with HC_NO_FORK=1 (no work beside, checkpoint/beside.py)")
     args = ap.parse_args()
     tmp = None
     path = args.path
@@ -84,7 +91,7 @@ def main() -> None:
                         str(Path(__file__).resolve().parent.parent / "sample_configs" / "deepseek-v4.1-flash.json"),
                         str(path), "--phantom"], check=True, stdout=subprocess.DEVNULL)
     compile_package()
-    cmds = commands(path)
+    cmds = commands(path, args.no_fork_rows)
     for cmd in cmds.values():  # warm the file cache and the byte-compiled modules
         run(cmd)
     times: dict[str, list[float]] = {k: [] for k in cmds}

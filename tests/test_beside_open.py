@@ -189,3 +189,13 @@ def test_a_result_asked_twice_is_the_same_answer(forking, monkeypatch):
     assert b.forked
     first = b.result()
     assert b.result() is first and first == {"x": 1} and calls == []  # computed in the child only
+
+
+def test_hc_no_fork_keeps_every_step_in_this_process(monkeypatch):
+    monkeypatch.setattr(beside.threading, "active_count", lambda: 1)  # as in a fresh `hc` process
+    monkeypatch.delenv("HC_NO_FORK", raising=False)
+    b = beside.Beside(lambda: 3, worth=True, timeout_s=30)
+    assert b.forked == sys.platform.startswith("linux") and b.result() == 3
+    monkeypatch.setenv("HC_NO_FORK", "1")
+    b = beside.Beside(lambda: 4, worth=True, timeout_s=30)
+    assert not b.forked and b.result() == 4

@@ -3,7 +3,7 @@ while the parent goes on, and hands back a small JSON result through a pipe.
 
 Only where that is safe and worth it: a platform with fork (Linux; macOS forbids much after a
 fork), no other thread in the process (a fork copies only the calling one, and locks another
-held would stay held), and enough work to pay for the fork. Anything else, and any failure of the
+held would stay held), enough work to pay for the fork, and HC_NO_FORK unset (=1: no child). Anything else, and any failure of the
 child (an exception, a signal, a result that does not parse, no result within the timeout),
 runs the same function in process instead, so the result never depends on whether a child ran.
 The child writes nothing but its result and leaves through os._exit (no atexit handlers, no
@@ -131,4 +131,6 @@ _NONE = _None()
 
 
 def _can_fork() -> bool:
-    return sys.platform.startswith("linux") and hasattr(os, "fork") and threading.active_count() == 1
+    # HC_NO_FORK=1: everything in this process (a sandbox without fork, a profiler, a comparison)
+    return (sys.platform.startswith("linux") and hasattr(os, "fork") and threading.active_count() == 1
+            and os.environ.get("HC_NO_FORK") != "1")
