@@ -112,7 +112,7 @@ def main() -> None:
     load = " ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
     print(f"phantom {path}: {n_shards} shards; python {platform.python_version()}, {os.cpu_count()} cpus, "
           f"{args.runs} alternating runs, medians; load average after: {load}")
-    print(f"{'command':18} {'median ms':>10} {'min ms':>8} {'ratio':>6} {'goal':>6} {'paired':>7} {'CPU ms':>8}"
+    print(f"{'command':26} {'median ms':>10} {'min ms':>8} {'ratio':>6} {'goal':>6} {'paired':>7} {'CPU ms':>8}"
           f" {'CPU ratio':>9} {'peak RSS MB':>12}")
     rows = []
     for name, ts in times.items():
@@ -126,7 +126,7 @@ def main() -> None:
                      "cpu_ratio_to_floor": med_cpu / floor_cpu, "peak_rss_mb": rss[name], "exit_code": codes[name],
                      "runs": ts, "cpu_runs": cpu[name]})
         mark = "" if goal is None else ("  ok" if med / floor <= goal else "  over")
-        print(f"{name:18} {med * 1e3:10.1f} {min(ts) * 1e3:8.1f} {med / floor:6.2f} {'' if goal is None else goal:>6}"
+        print(f"{name:26} {med * 1e3:10.1f} {min(ts) * 1e3:8.1f} {med / floor:6.2f} {'' if goal is None else goal:>6}"
               f" {paired:7.2f} {med_cpu * 1e3:8.1f} {med_cpu / floor_cpu:9.2f} {rss[name]:12.1f}{mark}")
     worst = max(rss[k] for k in GOALS)
     print(f"peak RSS of the hc commands: {worst:.0f} MB (goal < {RSS_GOAL_MB} MB)")
