@@ -99,6 +99,11 @@ def _metadata(ck):
     _rewrite_header(ck / SHARD, lambda doc: json.dumps({"__metadata__": {"format": "pt"}, **doc}, separators=(",", ":")))
 
 
+def _metadata_null(ck):
+    # no metadata to read, but its key in the text: not the published header
+    _rewrite_header(ck / SHARD, lambda doc: json.dumps({"__metadata__": None, **doc}, separators=(",", ":")))
+
+
 def _unsorted(ck):
     # the same entries and length, laid in reverse name order: not the serializer's order
     def make(doc):
@@ -181,6 +186,7 @@ def _duplicate(ck):
     (_escaped, (True, True, False), {"shard_placement"}),
     (_extra_padding, (True, True, False), {"shard_placement"}),
     (_metadata, (True, True, False), {"shard_placement"}),
+    (_metadata_null, (True, True, False), {"shard_placement"}),
     (_unsorted, (True, True, False), {"shard_placement"}),  # its offsets, so its header, are no longer the same
     (_moved, (True, True, False), {"shard_placement"}),
     (_wrong_shape, (True, False, False), {"wrong_shape"}),

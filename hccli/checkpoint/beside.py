@@ -80,10 +80,12 @@ class Beside:
         chunks: list[bytes] = []
         size = 0
         ok = False
+        poll = select.poll()  # (select() refuses descriptors past 1024)
+        poll.register(self._fd, select.POLLIN)
         try:
             while size <= MAX_RESULT:
                 left = self._deadline - time.monotonic()
-                if left <= 0 or not select.select([self._fd], [], [], left)[0]:
+                if left <= 0 or not poll.poll(left * 1000):
                     break  # no result in time
                 chunk = os.read(self._fd, 1 << 16)
                 if not chunk:

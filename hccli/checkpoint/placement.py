@@ -140,8 +140,8 @@ def _as_published(ckpt: Checkpoint, shard) -> bool:
     except HcError:
         return False
     body = text.rstrip(b" \t\n\r")
-    if any(b in body for b in (b" ", b"\t", b"\n", b"\r", b"\\")):
-        return False  # whitespace between tokens, or escapes: not the compact form
+    if any(b in body for b in (b" ", b"\t", b"\n", b"\r", b"\\", b"__metadata__")):
+        return False  # whitespace between tokens, escapes, or a __metadata__ (null too): not that text
     return h.header_len == len(body) + (-len(body) % 8)
 
 
