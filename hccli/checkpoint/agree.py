@@ -25,11 +25,16 @@ def index_agrees(ckpt: Checkpoint, wm: dict[str, str]) -> bool:
     when each shard's names map to that shard and the counts are equal."""
     if not all_readable(ckpt) or not ckpt.names_unique():
         return False
-    shards = ckpt.shards
-    if len(wm) != sum(len(s.header.names) for s in shards):
+    if len(wm) != sum(len(s.header.names) for s in ckpt.shards):
         return False
+    return each_shard_named(ckpt, wm)
+
+
+def each_shard_named(ckpt: Checkpoint, wm: dict[str, str]) -> bool:
+    """Whether the index names each readable shard for every tensor it holds, by one C-level
+    comparison per shard (then no tensor is in the wrong shard)."""
     # eq: a name the index lacks maps to None, which equals no file name
-    return all(all(map(eq, repeat(s.file), map(wm.get, s.header.names))) for s in shards)
+    return all(all(map(eq, repeat(s.file), map(wm.get, s.header.names))) for s in ckpt.readable())
 
 
 def inventory_agrees(ckpt: Checkpoint, inv: Any) -> bool:

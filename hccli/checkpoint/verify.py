@@ -154,7 +154,7 @@ def _index_findings(out: list[Finding], ckpt: Checkpoint, wm: dict[str, str], oc
     unindexed = sorted(filterfalse(wm.__contains__, occ))
     _each(out, "unindexed_tensor", unindexed,
           lambda n: f"tensor '{n}' in {occ[n][0].file} is not in the index")
-    wrong = [] if _index_agrees(ckpt, wm) else sorted(
+    wrong = [] if agree.each_shard_named(ckpt, wm) else sorted(
         n for n, shards in occ.items()
         if n in wm and len(shards) == 1 and wm[n] != shards[0].file
         and _norm(wm[n]) != _norm(shards[0].file))  # equal names need no PurePosixPath
@@ -180,15 +180,6 @@ class _Single:
 
     def items(self):
         return ((n, (ref[0],)) for n, ref in self._t.items())
-
-
-def _index_agrees(ckpt: Checkpoint, wm: dict[str, str]) -> bool:
-    """Whether the index names each readable shard for every tensor it holds, by one C-level
-    comparison per shard (then no tensor is in the wrong shard)."""
-    for s in ckpt.readable():
-        if not all(map(eq, repeat(s.file), map(wm.get, s.header.names))):  # eq: None (unindexed) is unequal
-            return False
-    return True
 
 
 def _norm(name: str) -> str:
