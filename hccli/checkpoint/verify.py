@@ -9,8 +9,8 @@ the hc_mult bound, fn projections in chunks, within FN_READ_BUDGET bytes a run."
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import compress, filterfalse, repeat
-from operator import and_, attrgetter, eq, itemgetter, ne
+from itertools import compress, filterfalse
+from operator import and_, attrgetter, itemgetter, ne
 from pathlib import PurePosixPath
 from typing import Any
 
