@@ -28,9 +28,10 @@ import platform
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from phantom import phantom_checkpoint  # benchmarks/phantom.py, beside this script
 
 from startup import compile_package
 
@@ -82,14 +83,7 @@ def main() -> None:
     ap.add_argument("--no-fork-rows", action="store_true",
                     help="also time each hc command with HC_NO_FORK=1 (no work beside, checkpoint/beside.py)")
     args = ap.parse_args()
-    tmp = None
-    path = args.path
-    if path is None:
-        tmp = tempfile.TemporaryDirectory()
-        path = Path(tmp.name) / "v41"
-        subprocess.run([sys.executable, "-m", "hccli", "make-checkpoint",
-                        str(Path(__file__).resolve().parent.parent / "sample_configs" / "deepseek-v4.1-flash.json"),
-                        str(path), "--phantom"], check=True, stdout=subprocess.DEVNULL)
+    path, tmp = phantom_checkpoint(args.path)
     compile_package()
     cmds = commands(path, args.no_fork_rows)
     for cmd in cmds.values():  # warm the file cache and the byte-compiled modules

@@ -15,9 +15,10 @@ import json
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from phantom import phantom_checkpoint  # benchmarks/phantom.py, beside this script
 
 ROOT = Path(__file__).resolve().parent.parent
 COMMANDS = {"--json": ["--json"], "--verify --json": ["--verify", "--json"], "rich": []}
@@ -86,13 +87,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--path", type=Path)
     args = ap.parse_args()
-    tmp = None
-    path = args.path
-    if path is None:
-        tmp = tempfile.TemporaryDirectory()
-        path = Path(tmp.name) / "v41"
-        subprocess.run([sys.executable, "-m", "hccli", "make-checkpoint", "--phantom", str(path)], cwd=ROOT,
-                       check=True, stdout=subprocess.DEVNULL)
+    path, tmp = phantom_checkpoint(args.path)
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in COMMANDS}
     for _ in range(args.runs):
         for name, extra in COMMANDS.items():  # alternating, as bench_inspect.py does
