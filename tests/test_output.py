@@ -59,3 +59,21 @@ def test_to_jsonable_keeps_field_order_and_names_non_finite_floats():
     assert output.to_jsonable(doc) == {"rows": [{"name": "a", "values": [1.5, "nan", "-inf"]}],
                                        "by": {"x": {"name": "b", "values": []}}, "missing": None}
     assert list(output.to_jsonable(doc)) == ["rows", "by", "missing"]
+
+
+def test_names_that_look_like_emoji_codes_are_printed_as_written(tmp_path):
+    # a tensor name, a directory and a config path a user does not control: rich would print 😄
+    import struct
+
+    from ckpt_tools import write_shard
+    from conftest import run_hc
+
+    d = tmp_path / "ck:smile:"
+    d.mkdir()
+    one = struct.pack("<f", 1.0)
+    write_shard(d / "model.safetensors", [("layers.0.x:thumbs_up:", "F32", (1,), one),
+                                          (":smile:.weight", "F32", (1,), one)])
+    r = run_hc("inspect", d)
+    assert r.exit_code == 0, r.stdout[-2000:]
+    assert "ck:smile:" in r.stdout and "x:thumbs_up:" in r.stdout and ":smile:.weight" in r.stdout
+    assert "\U0001f604" not in r.stdout and "\U0001f44d" not in r.stdout

@@ -16,6 +16,7 @@ from hccli.jsonable import to_jsonable  # noqa: F401 - the output layer's one co
 
 if TYPE_CHECKING:  # rich loads with the first console: `--json` output never needs one
     from rich.console import Console
+    from rich.text import Text
 
 _stdout: Console | None = None
 _stderr: Console | None = None
@@ -42,9 +43,9 @@ def console() -> Console:
     global _stdout
     if _stdout is None:
         cls = _console_class()
-        _stdout = cls(highlight=False, soft_wrap=False)
+        _stdout = cls(highlight=False, soft_wrap=False, emoji=False)
         if not _stdout.is_terminal:
-            _stdout = cls(highlight=False, soft_wrap=False, width=_PIPE_WIDTH)
+            _stdout = cls(highlight=False, soft_wrap=False, emoji=False, width=_PIPE_WIDTH)
     return _stdout
 
 
@@ -53,7 +54,7 @@ def err_console() -> Console:
     if _stderr is None:
         from rich.console import Console
 
-        _stderr = Console(stderr=True, highlight=False)
+        _stderr = Console(stderr=True, highlight=False, emoji=False)
     return _stderr
 
 
@@ -137,6 +138,15 @@ def plain(text: str) -> str:
     return "".join(
         ch if (ch.isprintable() or ch == " ") else ch.encode("unicode_escape").decode("ascii") for ch in text
     )
+
+
+def markup(text: str, style: str = "") -> Text:
+    """Our markup ([bold], [yellow]...) made into rich Text, with rich's emoji codes off: a name
+    like `x:smile:y` from a file is printed as written (safe() escapes the markup in it; the
+    consoles here have emoji codes off for plain strings too). No string of ours holds a code."""
+    from rich.text import Text
+
+    return Text.from_markup(text, style=style, emoji=False)
 
 
 def safe(text: str) -> str:

@@ -8,7 +8,7 @@ from typing import Any, Iterator
 from rich.table import Table
 from rich.text import Text
 
-from hccli.cli.output import safe
+from hccli.cli.output import markup, safe
 from hccli.kernels.bench import BenchResult, BenchRow
 
 
@@ -42,7 +42,7 @@ def _diff(r: BenchRow, ref_impl: str) -> str:
 def renderables(result: BenchResult) -> Iterator[Any]:
     v = result.versions
     driver = f", driver {result.driver}" if result.driver else ""
-    yield Text.from_markup(
+    yield markup(
         f"[bold]{safe(result.device_name)}[/] ({result.device}{driver}); torch {v.get('torch')}, "
         f"CUDA {v.get('cuda')}, tilelang {v.get('tilelang')}")
     yield Text(f"hc_mult {result.hc_mult}, {result.sinkhorn_iters} Sinkhorn iterations, eps {result.eps:g}; "

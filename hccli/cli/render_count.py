@@ -4,13 +4,12 @@ titles and sentences live here, not in the core."""
 
 from __future__ import annotations
 
-import re
 from typing import TYPE_CHECKING, Any, Iterator
 
 from rich.text import Text  # rich.console loads it anyway
 
 from hccli.accounting import SelectionLine
-from hccli.cli.output import safe
+from hccli.cli.output import markup, safe
 from hccli.count_report import CountReport
 from hccli.jsonable import to_jsonable
 
@@ -68,28 +67,17 @@ DATA = {"no_wrap": True, "overflow": "fold"}
 NUMBER = {"no_wrap": True, "overflow": "fold", "justify": "right"}
 
 
-# Anything rich could read as an emoji code (":smile:", ":warning-emoji:"): two colons with no
-# space between. Text without such a pair comes out of rich the same with emoji on or off.
-_MAY_HOLD_EMOJI = re.compile(r":\S*:").search
-
-
-def _markup(text: str, style: str = "") -> Text:
-    # What rich makes of a str (console.render_str), but its emoji table (~2 ms of start-up
-    # to load) is only consulted where the text could hold a code.
-    return Text.from_markup(text, style=style, emoji=_MAY_HOLD_EMOJI(text) is not None)
-
-
 def _table(title: str, *columns: tuple[str, dict[str, Any]]) -> Table:
     from rich.table import Table  # here: --json starts without rich's tables (~6 ms)
 
-    t = Table(title=_markup(title, "table.title"), title_justify="left", show_edge=False)
+    t = Table(title=markup(title, "table.title"), title_justify="left", show_edge=False)
     for name, kind in columns:
-        t.add_column(_markup(name), **kind)
+        t.add_column(markup(name), **kind)
     return t
 
 
 def _add(t: Table, *cells: str) -> None:
-    t.add_row(*map(_markup, cells))
+    t.add_row(*map(markup, cells))
 
 
 def _n(x: int) -> str:
@@ -103,28 +91,28 @@ def _gb(b: int) -> str:
 def _header(r: CountReport) -> Iterator[Any]:
     c = r.config
     stage_word = "DSpark" if c.stage_kind == "dspark" else "MTP"
-    yield _markup(
+    yield markup(
         f"[bold]{safe(c.path)}[/] ({c.style} style, family {c.family}): "
         f"{c.n_layers} layers + {c.n_stages} {stage_word} stage{'s' if c.n_stages != 1 else ''}, "
         f"dim {c.dim:,}, hc_mult {c.hc_mult}, {c.hc_sinkhorn_iters} Sinkhorn iterations, eps {c.hc_eps:g}, "
         f"{'head mix' if c.head_mix else 'no head mix'}"
     )
     for note in c.notes:
-        yield _markup(f"[yellow]note:[/] {safe(note)}")
+        yield markup(f"[yellow]note:[/] {safe(note)}")
 
 
 def _selection(r: CountReport) -> Iterator[Any]:
     sel = r.selection
-    yield _markup(f"\n[bold]Selection[/]: {safe(sel.description)}")
+    yield markup(f"\n[bold]Selection[/]: {safe(sel.description)}")
     for line in sel.lines:
         yield Text("  " + line_text(line))
     if len(sel.lines) > 1:
         unit = "site" if sel.instances == 1 else "sites"
         if sel.per_instance is not None:
-            yield _markup(
+            yield markup(
                 f"  [bold]Total: {_n(sel.per_instance)} x {sel.instances} {unit} = {_n(sel.total)}[/]")
         else:
-            yield _markup(f"  [bold]Total: {sel.instances} {unit}, {_n(sel.total)}[/]")
+            yield markup(f"  [bold]Total: {sel.instances} {unit}, {_n(sel.total)}[/]")
 
 
 def _per_site(r: CountReport) -> Iterator[Any]:
@@ -149,7 +137,7 @@ def _groups(r: CountReport) -> Iterator[Any]:
     yield t
     tp, st = r.text_path, r.stages
     head = f" (head mix {_n(tp.head_mix_params)})" if tp.head_mix_params else ""
-    yield _markup(f"\n[bold]Text path HC parameters[/]: {_n(tp.hc_params)} in {tp.sites} sites{head}")
+    yield markup(f"\n[bold]Text path HC parameters[/]: {_n(tp.hc_params)} in {tp.sites} sites{head}")
     if st.count:
         word = "DSpark" if st.kind == "dspark" else "MTP"
         yield Text(f"{word} stages, reported beside: {_n(st.hc_params)} in {st.sites} sites "
@@ -211,7 +199,7 @@ def _model(r: CountReport) -> Iterator[Any]:
         left = "; ".join(f"{why} {_n(n)}" for why, n in tot.transformers_params_left_out.items())
         yield Text(f"transformers' count leaves out: {left}")
     if not tot.exact:
-        yield _markup(
+        yield markup(
             "[yellow]best effort:[/] only the hyper-connection tensors of this family are exact; "
             "the rest of the inventory follows public header readings and may differ from a release."
         )

@@ -7,7 +7,7 @@ from typing import Any, Iterator
 from rich.table import Table
 from rich.text import Text
 
-from hccli.cli.output import safe
+from hccli.cli.output import markup, safe
 from hccli.diff import DIFFERS, EQUAL, MISSING_A, MISSING_B, NOT_IN_DIALECT, SHAPE, TRANSPOSED, WITHIN, DiffReport
 
 _STATUS = {
@@ -55,7 +55,7 @@ def _pair(a: int, b: int, big: bool = False) -> str:
 
 def _header(r: DiffReport) -> Iterator[Any]:
     m = r.model
-    yield Text.from_markup(f"A [bold]{safe(r.label_a)}[/] ({r.dialect_a}), B [bold]{safe(r.label_b)}[/] "
+    yield markup(f"A [bold]{safe(r.label_a)}[/] ({r.dialect_a}), B [bold]{safe(r.label_b)}[/] "
                            f"({r.dialect_b})")
     yield Text(f"same model: hc_mult {m['hc_mult']}, {m['n_layers']} layers, dim {m['dim']} "
                f"(A from {m['source_a']}, B from {m['source_b']})")
@@ -64,7 +64,7 @@ def _header(r: DiffReport) -> Iterator[Any]:
                f"from the base alone (b) or from {r.sample_tokens} sample tokens, seed {r.seed}, through each "
                "side's whole site (s)")
     for n in r.notes:
-        yield Text.from_markup(f"[yellow]note:[/] {safe(n)}")
+        yield markup(f"[yellow]note:[/] {safe(n)}")
 
 
 def _types(x) -> str:
@@ -96,7 +96,7 @@ def _sites(r: DiffReport, limit: int) -> Iterator[Any]:
         yield Text(f"{len(absent)} HC tensors of layers {layers[0]}-{layers[-1]} are not in {side}, whose dialect "
                    "cannot hold them (the DSpark/MTP stages): not counted as differences")
     bad = [x for x in r.sites if not x.ok]
-    yield Text.from_markup(f"HC: {len(compared)} tensors compared, " + (
+    yield markup(f"HC: {len(compared)} tensors compared, " + (
         f"[red]{len(bad)} not kept[/] (exit 1)" if bad else "[green]every value kept[/]"))
 
 

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from hccli.cli.output import _unclipped, plain, safe
+from hccli.cli.output import markup, plain, safe, _unclipped
 from hccli.inspect_report import HcSplitEntry, InspectReport
 
 # findings of one code shown to people; --json has them all
@@ -32,7 +32,7 @@ def _vec(xs: list[float]) -> str:
 def _summary(r: InspectReport) -> Iterator[Any]:
     c = r.ckpt
     cfg = f"config {safe(c.config.source)}" if c.config else "no config.json"
-    yield Text.from_markup(f"[bold]{safe(c.label)}[/] ({c.kind}, {cfg})")
+    yield markup(f"[bold]{safe(c.label)}[/] ({c.kind}, {cfg})")
     d = r.dialect_info()
     yield Text(safe(f"dialect: {d.name} ({d.description})" + (f"; {d.note}" if d.note else "")))
     g = r.gguf_info()
@@ -42,7 +42,7 @@ def _summary(r: InspectReport) -> Iterator[Any]:
         yield Text(safe(f"GGUF architecture {g.architecture}: {shown or 'no model settings in the metadata'}"))
     if c.remote is not None:
         rm, tr = c.remote, c.remote.transfer
-        yield Text.from_markup(safe(f"{rm.endpoint}, revision {rm.ref.revision or 'main'} = commit {rm.sha}"
+        yield markup(safe(f"{rm.endpoint}, revision {rm.ref.revision or 'main'} = commit {rm.sha}"
                                     f"{' (offline, from the cache)' if rm.offline else ''}: {tr.bytes:,} bytes "
                                     f"transferred in {tr.requests} range requests, {tr.cached_files} files from "
                                     "the cache"))
@@ -56,7 +56,7 @@ def _summary(r: InspectReport) -> Iterator[Any]:
         t.add_row(Text(k), Text(_n(v.tensors)), Text(f"{_n(v.bytes)} ({v.bytes / 1e9:,.2f} GB)"))
     yield t
     if c.config_error:
-        yield Text.from_markup(f"[yellow]note:[/] config.json not used: {safe(c.config_error)}")
+        yield markup(f"[yellow]note:[/] config.json not used: {safe(c.config_error)}")
 
 
 class _Tree:
@@ -210,7 +210,7 @@ def _matrix(title: str, rows: list[list[float]], fmt: str, sums: bool) -> Table:
 
 def _hc_detail(r: InspectReport) -> Iterator[Any]:
     for e in r.hc:
-        yield Text.from_markup(f"\n[bold]{safe(e.name)} (layer {e.layer}), {e.site} site[/]: "
+        yield markup(f"\n[bold]{safe(e.name)} (layer {e.layer}), {e.site} site[/]: "
                                f"scale {_vec(e.scale)}")
         p = e.base_parts
         yield Text(f"  pre offsets  {_vec(p.pre)}\n  pre weights (base alone)  {_vec(e.pre_from_base)}")
@@ -231,7 +231,7 @@ def _findings(r: InspectReport) -> Iterator[Any]:
     errors = sum(1 for f in fs if f.severity == "error")
     warnings = len(fs) - errors
     if not fs:
-        yield Text.from_markup("\n[green]verify: clean[/] (index, headers, HC tensors"
+        yield markup("\n[green]verify: clean[/] (index, headers, HC tensors"
                                + (", config inventory)" if r.ckpt.config else "; no config to check against)"))
         return
     t = Table(title=f"verify: {errors} errors, {warnings} warnings", title_justify="left", show_edge=False)

@@ -9,7 +9,7 @@ import numpy as np
 from rich.table import Table
 from rich.text import Text
 
-from hccli.cli.output import safe
+from hccli.cli.output import markup, safe
 from hccli.kernels.golden import Comparison
 from hccli.kernels.run import RunResult
 
@@ -29,10 +29,10 @@ def _vec(xs) -> str:
 def renderables(r: RunResult, *, limit: int = 4, saved: Path | None = None) -> Iterator[Any]:
     p = r.input.params
     where = "GPU" if r.device.startswith("cuda") else "CPU"
-    yield Text.from_markup(f"[bold]{r.impl}[/] on {r.device} ({where}): {safe(r.reason)}")
-    yield Text.from_markup(f"input: {safe(r.input.provenance)}")
-    yield Text.from_markup(f"base/scale: {safe(r.input.params_provenance)}")
-    yield Text.from_markup(f"hc_mult {p.hc_mult}, {p.iters} Sinkhorn iterations, eps {p.eps:g}: from {safe(p.origin)}")
+    yield markup(f"[bold]{r.impl}[/] on {r.device} ({where}): {safe(r.reason)}")
+    yield markup(f"input: {safe(r.input.provenance)}")
+    yield markup(f"base/scale: {safe(r.input.params_provenance)}")
+    yield markup(f"hc_mult {p.hc_mult}, {p.iters} Sinkhorn iterations, eps {p.eps:g}: from {safe(p.origin)}")
     hc = p.hc_mult
     for i in range(min(limit, r.tokens)):
         t = Table(title=f"token {i}: comb (row j = from stream j, column k = to stream k)", title_justify="left",
@@ -51,22 +51,22 @@ def renderables(r: RunResult, *, limit: int = 4, saved: Path | None = None) -> I
     if r.tokens > limit:
         yield Text(f"\n... {r.tokens - limit:,} more tokens (--limit N, --json or --save for all)")
     row, col = r.deviations()
-    yield Text.from_markup(f"\n[bold]{r.tokens:,} tokens[/]: largest |row sum - 1| {row:.3g}, "
+    yield markup(f"\n[bold]{r.tokens:,} tokens[/]: largest |row sum - 1| {row:.3g}, "
                            f"largest |column sum - 1| {col:.3g}")
     bad = r.input.nonfinite_tokens
     if bad:
         shown = ", ".join(str(i) for i in bad[:10]) + (" ..." if len(bad) > 10 else "")
-        yield Text.from_markup(f"[yellow]{len(bad)} token(s) with NaN/Inf in their mixes[/]: {shown} "
+        yield markup(f"[yellow]{len(bad)} token(s) with NaN/Inf in their mixes[/]: {shown} "
                                "(run anyway; their outputs are not finite)")
     if saved is not None:
-        yield Text.from_markup(f"saved inputs and outputs to {safe(str(saved))}")
+        yield markup(f"saved inputs and outputs to {safe(str(saved))}")
 
 
 def comparison(c: Comparison) -> Iterator[Any]:
     where = "GPU" if c.device.startswith("cuda") else "CPU"
-    yield Text.from_markup(f"[bold]{c.impl}[/] on {c.device} ({where}): {safe(c.reason)}")
+    yield markup(f"[bold]{c.impl}[/] on {c.device} ({where}): {safe(c.reason)}")
     stored = f", written by {safe(c.stored_impl)}" if c.stored_impl else ""
-    yield Text.from_markup(f"golden vectors: {safe(c.file)} ({c.tokens:,} tokens{stored}); hc_mult {c.hc_mult}, "
+    yield markup(f"golden vectors: {safe(c.file)} ({c.tokens:,} tokens{stored}); hc_mult {c.hc_mult}, "
                f"{c.sinkhorn_iters} Sinkhorn iterations, eps {c.eps:g}")
     t = Table(show_edge=False)
     for name in ("output", "max |diff|", "differing elements", f"beyond atol {c.atol:g}"):
@@ -75,5 +75,5 @@ def comparison(c: Comparison) -> Iterator[Any]:
         style = "green" if d.beyond_atol == 0 else "red"
         t.add_row(name, f"{d.max_abs_diff:.3g}", f"{d.differing:,}", f"[{style}]{d.beyond_atol:,}[/]")
     yield t
-    yield Text.from_markup("[green]equal within --atol[/]" if c.ok else
+    yield markup("[green]equal within --atol[/]" if c.ok else
                            "[red]differs beyond --atol[/] (exit status 1)")
