@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from itertools import cycle, islice, product, repeat
 from math import ceil, prod
-from operator import attrgetter, mul
 from typing import NamedTuple
 
 from hccli.config import ModelConfig
@@ -46,7 +45,6 @@ COMPONENTS = (
     "dspark",
 )
 
-_NAME, _SHAPE, _DTYPE = attrgetter("name"), attrgetter("shape"), attrgetter("dtype")
 DTYPE_BYTES = {"F32": 4, "BF16": 2, "F16": 2, "F8_E4M3": 1, "F8_E8M0": 1, "I8": 1, "I64": 8}
 
 
@@ -106,8 +104,8 @@ class Inventory:
     plan: LayerPlan
     columns: Columns
     layout: ShardLayout
+    total_size: int  # the index's metadata.total_size: the sum of the tensors' byte spans (kept by the builder)
     release: Release | None = None  # the published release this config is (names, shapes, placement, totals)
-    nbytes: int | None = None  # the sum of the tensors' byte spans, when the builder kept it
 
     @cached_property
     def tensors(self) -> tuple[TensorSpec, ...]:
@@ -123,14 +121,6 @@ class Inventory:
 
     def shard_file(self, t: TensorSpec) -> str:
         return self.layout.file(t.shard)
-
-    @cached_property
-    def total_size(self) -> int:
-        """The index's metadata.total_size: the sum of the tensors' byte spans."""
-        if self.nbytes is not None:
-            return self.nbytes
-        c = self.columns  # as sum(t.nbytes ...), in C-level maps over ~100k tensors
-        return sum(map(mul, map(prod, c.shape), map(DTYPE_BYTES.__getitem__, c.dtype)))
 
     def by_name(self) -> dict[str, TensorSpec]:
         return dict(zip(self.columns.name, self.tensors))
@@ -407,7 +397,7 @@ def _walk(b: _Builder, plan: LayerPlan) -> None:
 def _build(cfg: ModelConfig, plan: LayerPlan, release: Release | None) -> Inventory:
     b = _Builder(cfg, exact=cfg.family == "v4.1" or release is not None)
     _walk(b, plan)
-    return Inventory(cfg, plan, b.out, b.layout, release, b.nbytes)
+    return Inventory(cfg, plan, b.out, b.layout, b.nbytes, release)
 
 
 def build_inventory(cfg: ModelConfig, plan: LayerPlan | None = None) -> Inventory:
