@@ -25,7 +25,7 @@ COMMANDS = {"--json": ["--json"], "--verify --json": ["--verify", "--json"], "ri
 
 # (module, attribute, label): functions timed in the child
 STEPS = [
-    ("hccli.checkpoint.shardset", "parse_index", "index (here: --verify's weight_map)"),
+    ("hccli.checkpoint.shardset", "parse_index", "index in process (--verify's weight_map; all with HC_NO_FORK=1)"),
     ("hccli.checkpoint.shardset", "_read_headers", "48 headers"),
     ("hccli.inspect_report", "open_checkpoint", "open (index + headers + config)"),
     ("hccli.checkpoint.shardset", "Checkpoint.names_unique", "name uniqueness"),
