@@ -4,6 +4,7 @@ the child manages, the checkpoint, the report and every message are those of the
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -120,14 +121,24 @@ def test_a_child_that_fails_is_replaced_by_the_parse_here(ck, monkeypatch, forki
     same(split, alone)
 
 
-def test_no_child_for_a_few_shards(tmp_path, monkeypatch, forking):
-    small = tiny(tmp_path / "t")
-    assert len(list(small.glob("*.safetensors"))) < 1 << 30
-    with monkeypatch.context() as m:
-        m.setattr(shardset, "SPLIT_MIN_SHARDS", 1 << 30)
-        forks = _forks(m)
-        open_checkpoint(small)
-    assert forks == []
+def test_a_child_only_from_split_min_shards_on(tmp_path, monkeypatch, forking):
+    many = tiny(tmp_path / "t")  # 14 shards
+    files = sorted(p.name for p in many.glob("*.safetensors"))
+    assert len(files) >= shardset.SPLIT_MIN_SHARDS
+    few = tmp_path / "few"  # the first shards alone, under an index of theirs
+    few.mkdir()
+    keep = files[: shardset.SPLIT_MIN_SHARDS - 1]
+    for f in keep:
+        (few / f).write_bytes((many / f).read_bytes())
+    doc = json.loads((many / "model.safetensors.index.json").read_text())
+    doc["weight_map"] = {n: f for n, f in doc["weight_map"].items() if f in keep}
+    doc["metadata"].pop("total_size", None)
+    (few / "model.safetensors.index.json").write_text(json.dumps(doc))
+    for path, want in ((few, []), (many, [True])):
+        with monkeypatch.context() as m:
+            forks = _forks(m)
+            open_checkpoint(path)
+        assert forks == want, path
 
 
 # ---- the tree ---------------------------------------------------------------------------------

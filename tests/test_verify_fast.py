@@ -282,8 +282,9 @@ def test_no_fork_beside_another_thread(monkeypatch):
         t.join()
 
 
-def test_a_large_fn_is_scanned_beside_by_the_command(tmp_path):
-    # 40 MB of fn (past MIN_BYTES) with one NaN near its end, through `hc` as users run it
+def test_a_large_fn_past_min_bytes_is_scanned_by_the_command(tmp_path):
+    # 40 MB of fn (past MIN_BYTES: a child scans it where it can) with one NaN near its end, through
+    # `hc` as users run it: found either way
     n, cols = 24, 440_000
     f = write_sparse_shard(tmp_path / "m.safetensors",
                            [("layers.0.hc_attn_fn", "F32", (n, cols)), ("layers.0.hc_attn_base", "F32", (n,)),

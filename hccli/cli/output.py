@@ -108,7 +108,7 @@ def json_text(value: Any) -> str:
     return raw.decode("ascii")
 
 
-def _unclipped(r: Any) -> Any:
+def unclipped(r: Any) -> Any:
     # A column's default overflow ends a long cell in "..."; a number cut that way is a
     # wrong number, so every table here folds instead.
     from rich.table import Table  # here, not at import: count-params starts without it
@@ -124,7 +124,7 @@ def _unclipped(r: Any) -> Any:
 def show(*renderables: Any) -> None:
     with _writing_stdout():
         for r in renderables:
-            console().print(_unclipped(r))
+            console().print(unclipped(r))
 
 
 def note(text: str, *, wrap: bool = True) -> None:

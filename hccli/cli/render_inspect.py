@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from hccli.cli.output import markup, plain, safe, _unclipped
+from hccli.cli.output import markup, plain, safe, unclipped
 from hccli.inspect_report import HcSplitEntry, InspectReport
 
 # findings of one code shown to people; --json has them all
@@ -146,7 +146,7 @@ class _Grid:
             t.add_column(col)
         for row in self.rows:
             t.add_row(*map(Text, row))  # Text: no markup or emoji codes to parse (a name stays as written)
-        return _unclipped(t)
+        return unclipped(t)
 
     def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
         cells = [self.headers, *self.rows]
