@@ -5,7 +5,7 @@ from the same rows in cli/render_count.py."""
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,13 +14,14 @@ from hccli.config import ModelConfig, load_config
 from hccli.errors import HcError
 from hccli.jsonable import OMIT_IF_NONE
 from hccli.layers import LayerPlan, plan_layers
+from hccli.record import record
 from hccli.vocab import HC_SITES
 
 if TYPE_CHECKING:
     from hccli.totals import ModelTotals
 
 
-@dataclass(frozen=True)
+@record
 class ConfigRow:
     """What the report read from the config: the header line of the tables."""
 
@@ -38,7 +39,7 @@ class ConfigRow:
     notes: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@record
 class SiteRow:
     """One instance of a site kind: its components and how each number is made."""
 
@@ -47,7 +48,7 @@ class SiteRow:
     total: int
 
 
-@dataclass(frozen=True)
+@record
 class GroupRow:
     """One layer group and the HC parameters of its layers."""
 
@@ -60,7 +61,7 @@ class GroupRow:
     hc_params: int
 
 
-@dataclass(frozen=True)
+@record
 class TextPathRow:
     """The HC parameters of the text path (backbone sites and head mix)."""
 
@@ -69,7 +70,7 @@ class TextPathRow:
     head_mix_params: int
 
 
-@dataclass(frozen=True)
+@record
 class StagesRow:
     """The DSpark/MTP stages, counted beside the text path."""
 
@@ -79,7 +80,7 @@ class StagesRow:
     hc_params: int
 
 
-@dataclass(frozen=True)
+@record
 class LayerRow:
     """One row of --by-layer."""
 
@@ -94,7 +95,7 @@ class LayerRow:
     total: int
 
 
-@dataclass(frozen=True)
+@record
 class CountReport:
     """Everything `hc count-params` prints, as typed rows."""
 

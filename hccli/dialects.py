@@ -23,9 +23,10 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Mapping
 from itertools import repeat
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
+from hccli.record import record
 from hccli.vocab import HcName, hc_tensor_name, parse_hc_name
 
 RELEASE = "release"
@@ -290,7 +291,7 @@ def config_dialect(config: Mapping[str, Any] | None) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@record
 class Detection:
     dialect: str
     evidence: str  # the first name (or config key) that decided it

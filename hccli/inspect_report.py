@@ -33,6 +33,7 @@ from hccli.inspect_tree import (
     totals_from_columns,
 )
 from hccli.layers import format_ranges
+from hccli.record import record
 from hccli.sinkhorn_f32 import head_pre_zero, split_sinkhorn_zero, supports
 from hccli.vocab import BACKBONE, STAGE, owner_of
 
@@ -50,20 +51,20 @@ class TensorRow:
     offset: int  # of its first byte in the shard file
 
 
-@dataclass(frozen=True)
+@record
 class DtypeTotal:
     tensors: int
     bytes: int
 
 
-@dataclass(frozen=True)
+@record
 class HeadParts:
     """A head mix's base: hc pre offsets, nothing else."""
 
     pre: list[float]
 
 
-@dataclass(frozen=True)
+@record
 class SplitParts:
     """An attn/ffn site's base, (2 + hc) * hc values: pre, post, then the comb rows."""
 
@@ -72,7 +73,7 @@ class SplitParts:
     comb: list[list[float]]
 
 
-@dataclass(frozen=True)
+@record
 class HcEntry:
     """One HC site's values and what its base alone yields (mixes = 0). As is, the root
     or a stage's head mix (no Sinkhorn there); attn and ffn sites are HcSplitEntry."""
@@ -91,19 +92,19 @@ class HcEntry:
         return len(self.pre_from_base)
 
 
-@dataclass(frozen=True)
+@record
 class HcSplitEntry(HcEntry):
     post_from_base: list[float]
     comb_from_base: list[list[float]]
 
 
-@dataclass(frozen=True)
+@record
 class UnreadableShard:
     file: str
     error: str | None
 
 
-@dataclass(frozen=True)
+@record
 class LayerNumbering:
     n_layers: int
     n_stages: int
@@ -111,7 +112,7 @@ class LayerNumbering:
     root_head: str = "numbered n_layers + n_stages, named head"
 
 
-@dataclass(frozen=True)
+@record
 class RemoteInfo:
     repo: str
     revision: str
@@ -123,7 +124,7 @@ class RemoteInfo:
     offline: bool
 
 
-@dataclass(frozen=True)
+@record
 class DialectInfo:
     name: str  # dialects.DIALECTS, or "unknown"
     description: str
@@ -131,13 +132,13 @@ class DialectInfo:
     note: str
 
 
-@dataclass(frozen=True)
+@record
 class GgufInfo:
     architecture: str
     settings: dict[str, Any]  # the `{architecture}.*` metadata keys, prefix removed
 
 
-@dataclass(frozen=True)
+@record
 class InspectDocument:
     """`hc inspect --json`, field by field in its order."""
 
@@ -160,7 +161,7 @@ class InspectDocument:
     verified: bool
 
 
-@dataclass(frozen=True)
+@record
 class InspectListDocument(InspectDocument):
     """The document when tensors were listed: the list comes last."""
 
@@ -243,7 +244,7 @@ def _node(d: list) -> TreeNode:
 TREE_BESIDE_MIN_TENSORS = 20_000
 
 
-@dataclass
+@record(frozen=False)
 class InspectReport:
     ckpt: Checkpoint
     n_tensors: int

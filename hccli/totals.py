@@ -6,13 +6,14 @@ callers that want the same figures) need it: the plain command never loads it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from hccli.inventory import COMPONENTS, Inventory, TensorSpec
 from hccli.jsonable import OMIT_IF_NONE
+from hccli.record import record
 
 
-@dataclass(frozen=True)
+@record
 class DtypeTotals:
     """Tensors, elements and bytes of one dtype."""
 
@@ -21,7 +22,7 @@ class DtypeTotals:
     bytes: int
 
 
-@dataclass(frozen=True)
+@record
 class ComponentTotals:
     """One component's totals under each counting convention."""
 
@@ -32,7 +33,7 @@ class ComponentTotals:
     dtypes: dict[str, DtypeTotals]
 
 
-@dataclass(frozen=True)
+@record
 class ModelTotals:
     """The whole model under each counting convention; field names are the JSON keys (README)."""
 
