@@ -358,24 +358,31 @@ def build_inspect(
     (stages after the backbone, the root head mix last); `dtype` as headers spell it. tree: the
     caller shows the tree (built beside the rest where that pays)."""
     ckpt = open_checkpoint(path, config=config, progress=progress)
-    job = None
-    if tree:
-        from hccli.checkpoint.beside import Beside
-
-        many = sum(len(s.header.columns.names) for s in ckpt.readable()) >= TREE_BESIDE_MIN_TENSORS
-        job = Beside(lambda: _tree_doc(ckpt), worth=many, timeout_s=60)
+    job = hc_check = None
+    sites = find_hc(ckpt)
     try:
-        report = _report(ckpt, name_glob, layers, dtype, list_tensors, run_verify, hc_layers)
+        if run_verify:
+            from hccli.checkpoint.verify import start_hc_check
+
+            hc_check = start_hc_check(ckpt, sites)  # the NaN/Inf scan, beside all that follows
+        if tree:
+            from hccli.checkpoint.beside import Beside
+
+            many = sum(len(s.header.columns.names) for s in ckpt.readable()) >= TREE_BESIDE_MIN_TENSORS
+            job = Beside(lambda: _tree_doc(ckpt), worth=many, timeout_s=60)
+        report = _report(ckpt, sites, name_glob, layers, dtype, list_tensors, hc_check, hc_layers)
     except BaseException:
-        if job is not None:
-            job.close()
+        for started in (job, hc_check):
+            if started is not None:
+                started.close()
         raise
     report.tree_job = job
     return report
 
 
-def _report(ckpt: Checkpoint, name_glob: str | None, layers: Collection[int] | None, dtype: str | None,
-            list_tensors: bool, run_verify: bool, hc_layers: Collection[int] | None) -> InspectReport:
+def _report(ckpt: Checkpoint, sites: list[HcSiteTensors], name_glob: str | None, layers: Collection[int] | None,
+            dtype: str | None, list_tensors: bool, hc_check: Any, hc_layers: Collection[int] | None) -> InspectReport:
+    """hc_check: verify's HC checks, started (verify runs), or None."""
     n_layers, n_stages = layer_counts(ckpt, ckpt.all_names() if ckpt.config is None else ())
     for what, chosen in (("the tensor list", layers), ("the HC sites", hc_layers)):
         if chosen is not None:
@@ -397,7 +404,6 @@ def _report(ckpt: Checkpoint, name_glob: str | None, layers: Collection[int] | N
             if layers is not None and _layer_of(canonical(name), n_layers) not in layers:
                 continue
             rows.append(TensorRow(name, t.dtype, t.shape, t.nbytes, shard.file, t.abs_begin))
-    sites = find_hc(ckpt)
     if hc_layers is not None:
         have = sorted({s.layer for s in sites})
         sites = [s for s in sites if s.layer in hc_layers]
@@ -405,10 +411,11 @@ def _report(ckpt: Checkpoint, name_glob: str | None, layers: Collection[int] | N
             where = f"HC sites at layers {format_ranges(have)}" if have else "no hc_* tensors"
             raise HcError(f"{ckpt.label}: no HC sites at layer {format_ranges(sorted(hc_layers))}; "
                           f"this checkpoint has {where}")
+    entries = read_hc_entries(ckpt, sites)  # (before verify: the scan goes on meanwhile)
     findings = None
-    if run_verify:
+    if hc_check is not None:
         from hccli.checkpoint.verify import verify
 
-        findings = verify(ckpt)
+        findings = verify(ckpt, hc=hc_check)
     return InspectReport(ckpt, n_tensors, n_layers, n_stages, stored, logical, dtypes, rows,
-                         read_hc_entries(ckpt, sites), findings, len(sites))
+                         entries, findings, len(sites))

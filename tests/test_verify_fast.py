@@ -44,6 +44,7 @@ def ck(tmp_path):
 def slow(monkeypatch, path):
     """The findings with every short answer turned off: the per-name paths alone."""
     with monkeypatch.context() as m:
+        m.setattr(agree, "digest_agrees", lambda *a: False)
         m.setattr(agree, "index_agrees", lambda *a: False)
         m.setattr(agree, "positions", lambda *a: None)
         m.setattr(placement, "_published_as_is", lambda *a: False)
@@ -51,15 +52,47 @@ def slow(monkeypatch, path):
 
 
 def fast_answers(path):
+    """(the index digest's answer, index_agrees, inventory_agrees, _published_as_is)."""
     ckpt = open_checkpoint(path)
+    assert ckpt.index.digest is not None  # the index was parsed by a child (the forking fixture)
     inv = build_inventory(ckpt.config)
-    return (agree.index_agrees(ckpt, ckpt.index.weight_map), agree.inventory_agrees(ckpt, inv.columns),
-            placement._published_as_is(ckpt, inv))
+    return (agree.digest_agrees(ckpt, ckpt.index), agree.index_agrees(ckpt, ckpt.index.weight_map),
+            agree.inventory_agrees(ckpt, inv.columns), placement._published_as_is(ckpt, inv))
 
 
-def test_a_release_as_published_takes_every_short_answer_and_they_are_right(release, monkeypatch):
-    assert fast_answers(release) == (True, True, True)
-    assert verify.verify(open_checkpoint(release)) == [] == slow(monkeypatch, release)
+@pytest.fixture
+def forking(monkeypatch):
+    """Forks allowed as in a fresh `hc` process (earlier tests may leave an idle server thread)."""
+    monkeypatch.setattr(beside, "MIN_BYTES", 0)
+    monkeypatch.setattr(beside, "_can_fork", lambda: sys.platform.startswith("linux"))
+
+
+def test_a_release_as_published_takes_every_short_answer_and_they_are_right(release, monkeypatch, forking):
+    assert fast_answers(release) == (True, True, True, True)
+    ckpt = open_checkpoint(release)
+    assert verify.verify(ckpt) == [] == slow(monkeypatch, release)
+    assert not ckpt.index.parsed  # the digest answered: the weight_map was never parsed here
+
+
+def test_without_a_secret_hash_key_there_is_no_digest_and_the_weight_map_answers(release, monkeypatch, forking):
+    monkeypatch.setenv("PYTHONHASHSEED", "5")  # a key anyone can know: a digest could be forged
+    ckpt = open_checkpoint(release)
+    assert ckpt.index.digest is None and not agree.digest_agrees(ckpt, ckpt.index)
+    assert verify.verify(ckpt) == [] and ckpt.index.parsed
+
+
+def test_the_digest_tells_names_apart_not_only_counts(ck, monkeypatch, forking):
+    # two tensors' shards swapped in the index: every file keeps its count of names
+    a = "layers.0.attn_norm.weight"
+    ckpt = open_checkpoint(ck)
+    wm = ckpt.index.weight_map
+    b = next(n for n, f in wm.items() if f != wm[a])
+    fa, fb = wm[a], wm[b]
+    edit_index(ck, lambda d: d["weight_map"].update({a: fb, b: fa}))
+    assert fast_answers(ck)[:2] == (False, False)
+    got = verify.verify(open_checkpoint(ck))
+    assert got == slow(monkeypatch, ck)
+    assert [f.code for f in got] == ["wrong_shard", "wrong_shard"]
 
 
 def _rewrite_header(path, make):
@@ -182,20 +215,20 @@ def _duplicate(ck):
 
 
 @pytest.mark.parametrize("damage, expect, codes", [
-    (_indented, (True, True, False), {"shard_placement"}),
-    (_escaped, (True, True, False), {"shard_placement"}),
-    (_extra_padding, (True, True, False), {"shard_placement"}),
-    (_metadata, (True, True, False), {"shard_placement"}),
-    (_metadata_null, (True, True, False), {"shard_placement"}),
-    (_unsorted, (True, True, False), {"shard_placement"}),  # its offsets, so its header, are no longer the same
-    (_moved, (True, True, False), {"shard_placement"}),
-    (_wrong_shape, (True, False, False), {"wrong_shape"}),
-    (_index_extra, (False, True, True), {"index_missing_tensor"}),
-    (_index_lacks, (False, True, True), {"unindexed_tensor"}),
-    (_index_wrong_shard, (False, True, True), {"wrong_shard"}),
-    (_duplicate, (False, False, False), {"duplicate_tensor", "shard_placement", "total_size_mismatch"}),
+    (_indented, (True, True, True, False), {"shard_placement"}),
+    (_escaped, (True, True, True, False), {"shard_placement"}),
+    (_extra_padding, (True, True, True, False), {"shard_placement"}),
+    (_metadata, (True, True, True, False), {"shard_placement"}),
+    (_metadata_null, (True, True, True, False), {"shard_placement"}),
+    (_unsorted, (True, True, True, False), {"shard_placement"}),  # its offsets, so its header, are no longer the same
+    (_moved, (True, True, True, False), {"shard_placement"}),
+    (_wrong_shape, (True, True, False, False), {"wrong_shape"}),
+    (_index_extra, (False, False, True, True), {"index_missing_tensor"}),
+    (_index_lacks, (False, False, True, True), {"unindexed_tensor"}),
+    (_index_wrong_shard, (False, False, True, True), {"wrong_shard"}),
+    (_duplicate, (False, False, False, False), {"duplicate_tensor", "shard_placement", "total_size_mismatch"}),
 ])
-def test_each_difference_sends_verify_to_the_per_name_path(ck, monkeypatch, damage, expect, codes):
+def test_each_difference_sends_verify_to_the_per_name_path(ck, monkeypatch, forking, damage, expect, codes):
     damage(ck)
     assert fast_answers(ck) == expect
     got = verify.verify(open_checkpoint(ck))
@@ -204,13 +237,6 @@ def test_each_difference_sends_verify_to_the_per_name_path(ck, monkeypatch, dama
 
 
 # ---- the NaN/Inf scan beside the rest ---------------------------------------------------------
-
-
-@pytest.fixture
-def forking(monkeypatch):
-    """Forks allowed as in a fresh `hc` process (earlier tests may leave an idle server thread)."""
-    monkeypatch.setattr(beside, "MIN_BYTES", 0)
-    monkeypatch.setattr(beside, "_can_fork", lambda: sys.platform.startswith("linux"))
 
 
 @pytest.fixture
@@ -301,3 +327,28 @@ def test_the_header_writer_of_the_tests_is_the_compact_form():
     # _as_published reads the text's length as the compact header's: header_bytes writes that form
     head = header_bytes([("a", "F32", (2,), 8), ("b", "BF16", (3,), 6)])
     assert b" " not in head[8:].rstrip(b" ")
+
+
+def test_inspect_starts_the_value_scan_before_the_rest_of_its_work(release, monkeypatch, forking):
+    # the scan (a child's ~150 ms for V4.1-Flash) overlaps the totals, the HC values and verify
+    from hccli import inspect_report
+
+    events = []
+    real_start, real_totals = verify.start_hc_check, inspect_report.totals_from_columns
+    monkeypatch.setattr(verify, "start_hc_check", lambda *a: events.append("scan") or real_start(*a))
+    monkeypatch.setattr(inspect_report, "totals_from_columns", lambda *a: events.append("totals") or real_totals(*a))
+    report = inspect_report.build_inspect(release, run_verify=True)
+    assert events == ["scan", "totals"] and report.findings == []
+    events.clear()
+    inspect_report.build_inspect(release)
+    assert events == ["totals"]  # no verify, no scan
+
+
+def test_a_user_error_after_the_scan_started_stops_its_child(release, forking):
+    from hccli.errors import HcError
+    from hccli.inspect_report import build_inspect
+
+    with pytest.raises(HcError, match="layer 999 for the HC sites is out of range"):
+        build_inspect(release, run_verify=True, hc_layers=[999])
+    with pytest.raises(ChildProcessError):  # every child this process forked is reaped
+        os.waitpid(-1, os.WNOHANG)

@@ -10,8 +10,11 @@ cannot be read at all raises HcError (exit 2). The same steps serve every store.
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
 import threading
+from collections import Counter
 from dataclasses import field, replace
 from itertools import chain, repeat
 from pathlib import Path, PurePosixPath
@@ -45,8 +48,11 @@ class Index:
     another process parsed the index for the files and totals alone: see _index_beside)."""
 
     def __init__(self, path: Path | str, weight_map: dict[str, str] | Callable[[], dict[str, str]],
-                 total_size: int | None, metadata: dict, files: list[str] | None = None):
+                 total_size: int | None, metadata: dict, files: list[str] | None = None,
+                 digest: dict[str, list[int]] | None = None):
         self.path, self.total_size, self.metadata = path, total_size, metadata
+        # file -> [names the weight_map gives it, the sum of their hash()]: see name_digest
+        self.digest = digest
         if callable(weight_map):
             self._load: Callable[[], dict[str, str]] | None = weight_map
             self._weight_map: dict[str, str] | None = None
@@ -54,6 +60,11 @@ class Index:
         else:
             self._load, self._weight_map = None, weight_map
         self.files = list(dict.fromkeys(self.weight_map.values())) if files is None else files
+
+    @property
+    def parsed(self) -> bool:
+        """Whether the weight_map has been parsed in this process."""
+        return self._weight_map is not None
 
     @property
     def weight_map(self) -> dict[str, str]:
@@ -357,7 +368,7 @@ def _index_beside(raw: bytes, store: Store, entry: str, others: list[str],
 
     def summary() -> list:
         idx = parse_index(raw, where, others)
-        return [idx.files, idx.total_size, idx.metadata]
+        return [idx.files, idx.total_size, idx.metadata, name_digest(idx.weight_map)]
 
     child = Beside(summary, worth=True, timeout_s=60)
     if not child.forked:
@@ -367,12 +378,40 @@ def _index_beside(raw: bytes, store: Store, entry: str, others: list[str],
         got = child.result()
     finally:
         child.close()
-    files, total, meta = got if isinstance(got, list) and len(got) == 3 else summary()
+    files, total, meta, digest = got if isinstance(got, list) and len(got) == 4 else summary()
     if not (isinstance(files, list) and all(isinstance(f, str) for f in files) and isinstance(meta, dict)
-            and (total is None or type(total) is int)):
-        files, total, meta = summary()
-    index = Index(where, lambda: parse_index(raw, where, others).weight_map, total, meta, files)
+            and (total is None or type(total) is int) and _is_digest(digest)):
+        files, total, meta, digest = summary()
+    index = Index(where, lambda: parse_index(raw, where, others).weight_map, total, meta, files, digest)
     return index, dict(zip(others, shards))
+
+
+def hash_key_secret() -> bool:
+    """Whether this process's str hashes are keyed by a random secret (siphash's 128-bit key from
+    os.urandom): not when PYTHONHASHSEED fixes the key, which anyone can then know."""
+    seed = os.environ.get("PYTHONHASHSEED")
+    return bool(sys.flags.hash_randomization) and (
+        bool(sys.flags.ignore_environment) or seed is None or seed in ("", "random"))
+
+
+def name_digest(wm: dict[str, str]) -> dict[str, list[int]] | None:
+    """file -> [how many names the weight_map gives it, the sum of those names' hash()], or None
+    when the hash key is not secret. Worked out by the child that parses the index, which shares
+    this process's key (a fork): --verify compares it with the same sums over each shard's header
+    names (agree.digest_agrees) instead of parsing the weight_map and looking up ~100k names.
+    Under a secret key, an index naming other tensors for a shard than its header gives the same
+    count and sum with probability ~2^-64, which no file can raise without knowing the key."""
+    if not hash_key_secret():
+        return None
+    out: dict[str, list[int]] = {f: [n, 0] for f, n in Counter(wm.values()).items()}
+    for name, file in wm.items():
+        out[file][1] += hash(name)
+    return out
+
+
+def _is_digest(digest: Any) -> bool:
+    return digest is None or isinstance(digest, dict) and all(
+        isinstance(v, list) and len(v) == 2 and all(type(x) is int for x in v) for v in digest.values())
 
 
 class _Now:

@@ -85,12 +85,21 @@ def _each(findings: list[Finding], code: str, items: list[str], make) -> None:
     findings.extend(_f(code, make(item)) for item in items)
 
 
-def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
-    hc = _HcCheck(ckpt, check_values)  # its value scan runs while the rest is checked
+def verify(ckpt: Checkpoint, *, check_values: bool = True, hc: _HcCheck | None = None) -> list[Finding]:
+    """hc: the HC checks started earlier by start_hc_check (their value scan then runs beside
+    whatever the caller did in between too)."""
+    if hc is None:
+        hc = _HcCheck(ckpt, check_values)  # its value scan runs while the rest is checked
     try:
         return _verify(ckpt, hc)
     finally:
         hc.close()
+
+
+def start_hc_check(ckpt: Checkpoint, sites: list | None = None) -> _HcCheck:
+    """The HC checks of verify(), begun now: the NaN/Inf scan of the values starts at once (in a
+    forked child where it pays). Hand it to verify(hc=...), or close() it."""
+    return _HcCheck(ckpt, True, sites)
 
 
 def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
@@ -107,7 +116,7 @@ def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
         out.append(_f("partial_file", f"'{name}' is a .partial file (an interrupted download or write?); "
                       "the checkpoint may be incomplete"))
     idx = ckpt.index
-    if idx is not None and agree.index_agrees(ckpt, idx.weight_map):
+    if idx is not None and (agree.digest_agrees(ckpt, idx) or agree.index_agrees(ckpt, idx.weight_map)):
         occ: Any = None  # no duplicate and nothing the index misplaces: no table of names to build
     elif ckpt.names_unique():  # no duplicates to list: the merged table says where each name is
         occ = _Single(ckpt.tensors())
@@ -120,11 +129,10 @@ def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
         if ckpt.kind == "directory" and len(ckpt.shards) > 1 and not is_gguf(ckpt.shards[0]):
             out.append(_f("no_index", f"{ckpt.label}: {len(ckpt.shards)} shards and no model.safetensors.index.json"))
     else:
-        wm = idx.weight_map
         gone = {*ckpt.unsafe, *ckpt.missing}
         unreadable = {s.file for s in ckpt.shards if s.header is None}
-        if occ is not None:
-            _index_findings(out, ckpt, wm, occ, gone, unreadable)
+        if occ is not None:  # (the weight_map is parsed only here, where the index does not agree)
+            _index_findings(out, ckpt, idx.weight_map, occ, gone, unreadable)
         for s in ckpt.shards:
             if not s.indexed:
                 out.append(_f("unindexed_shard", f"{s.file} is in the directory but the index never names it"))
@@ -191,11 +199,11 @@ class _HcCheck:
     once and, for the 169 MB of V4.1-Flash's fn projections, runs beside the rest of verify in a
     forked child where it can (beside.py); findings() gives them in site order."""
 
-    def __init__(self, ckpt: Checkpoint, check_values: bool):
+    def __init__(self, ckpt: Checkpoint, check_values: bool, sites: list | None = None):
         from hccli.checkpoint.beside import Beside
 
         self.ckpt = ckpt
-        self.sites = find_hc(ckpt)
+        self.sites = find_hc(ckpt) if sites is None else sites
         self.items: list[Finding | int] = []  # a finding, or the index of a value job
         self.jobs: list[tuple[Any, str]] = []
         hc_mult = ckpt.config.hc_mult if ckpt.config is not None else None
