@@ -49,7 +49,8 @@ def to_jsonable(obj: Any) -> Any:
         return obj
     plain = _PLAIN
     if isinstance(obj, (list, tuple)):
-        return [v if type(v) in plain else to_jsonable(v) for v in obj]
+        # (a finite float as it is, without a call: v - v is 0.0 for it, NaN for NaN and the infinities)
+        return [v if type(v) in plain or type(v) is float and v - v == 0.0 else to_jsonable(v) for v in obj]
     if isinstance(obj, dict):
         return {str(k): v if type(v) in plain else to_jsonable(v) for k, v in obj.items()}
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
