@@ -69,7 +69,7 @@ def parse_fast(body: bytes, n: int, file_size: int, name: str) -> Header | None:
         # A field left at its default (None, "") fails a check of _assemble with a TypeError or None.
         records = entries.values()
         return _assemble(entries, list(map(_ATTR_DTYPE, records)), list(map(_ATTR_SHAPE, records)),
-                         list(map(_ATTR_OFFSETS, records)), metadata, n, file_size, name)
+                         list(map(_ATTR_OFFSETS, records)), metadata, n, file_size, name, shared_dtypes=True)
     except (ValueError, TypeError, AttributeError, RecursionError):  # msgspec's errors are ValueErrors
         return None
 
@@ -140,22 +140,28 @@ def _counts_match(colons: int, minuses: int, entries: dict[str, Any], has_metada
     """Whether the text's ':' and '-' are exactly those of the decoded keys and strings (see the
     module's docstring): the tensors' names and 3 fields each, __metadata__ and its strings.
     Dtype names, the only other decoded strings, hold neither."""
+    keys = 4 * len(entries) + has_metadata + (len(metadata) if metadata is not None else 0)
+    if colons == keys and minuses == 0:
+        # The usual header, without one ':' or '-' in any string: the text's colons are at least
+        # its separators, which are at least the decoded keys, plus the colons of every decoded
+        # string; all equal to the keys, so no string holds one (no names to join and count).
+        return True
     strings = "".join(entries)
-    keys = 4 * len(entries) + has_metadata
     if metadata is not None:
         strings += "".join(metadata) + "".join(metadata.values())
-        keys += len(metadata)
     return colons == keys + strings.count(":") and minuses == strings.count("-")
 
 
 def _assemble(entries: dict[str, Any], dtypes: list, shapes: list, offsets: list, metadata: dict[str, str] | None,
-              n: int, file_size: int, name: str) -> Header | None:
+              n: int, file_size: int, name: str, shared_dtypes: bool = False) -> Header | None:
     """The common header, its entries in offset order with whole-byte dtypes, in fewer passes:
     with the tiling checked first (each entry begins where the one before ends, the first at 0),
     the ends are the running sums of the spans, so every span equals its elements x width
     exactly when the running sums of elements x width equal the ends; and no span exceeds the
     data size, so no span check is needed when the data size is within the reference's bound.
-    Anything else goes to `_assemble_general`. Raises TypeError for columns of the wrong types."""
+    Anything else goes to `_assemble_general`. Raises TypeError for columns of the wrong types.
+    shared_dtypes: the dtypes are DTYPES' own key strings already (msgspec's Literal), so the
+    column is kept as it is instead of mapped to them."""
     widths = list(map(_BYTES.get, dtypes))  # TypeError for an unhashable dtype
     if None in widths:  # an unknown dtype, or F4/F6: bits that are no whole bytes
         return _assemble_general(entries, dtypes, shapes, offsets, metadata, n, file_size, name)
@@ -174,9 +180,10 @@ def _assemble(entries: dict[str, Any], dtypes: list, shapes: list, offsets: list
         return None
     if 0 in counts and not all(_fold_fits(s) for s, c in zip(shapes, counts) if c == 0):
         return None
+    if not shared_dtypes:
+        dtypes = list(map(_DTYPE_NAMES.__getitem__, dtypes))
     return ColumnHeader.of_columns(name, n, data_start, file_size, metadata,
-                                   Columns(list(entries), list(map(_DTYPE_NAMES.__getitem__, dtypes)), shapes,
-                                           begins, ends))
+                                   Columns(list(entries), dtypes, shapes, begins, ends))
 
 
 def _assemble_general(entries: dict[str, Any], dtypes: list, shapes: list, offsets: list,
@@ -270,14 +277,18 @@ def _build_msgspec_decoders():
         import msgspec
     except ImportError:
         return None
-    from typing import Annotated, Optional
+    from typing import Annotated, Literal, Optional
 
     natural = Annotated[int, msgspec.Meta(ge=0)]  # msgspec bounds stop at i64: u64 is checked after
 
     # Every field has a default so that __metadata__, an object of any keys, decodes too (its keys
     # are skipped; the second decoder reads it). A default left in a tensor entry fails a check.
+    # A dtype is one of DTYPES' names, returned as DTYPES' own key string (one object per dtype,
+    # its hash cached); any other string is a decode error, so the careful path words it.
+    known = Literal[tuple(DTYPES)]  # type: ignore[valid-type]
+
     class Entry(msgspec.Struct, gc=False):
-        dtype: str = ""
+        dtype: known = ""  # type: ignore[valid-type]
         shape: Optional[tuple[natural, ...]] = None
         data_offsets: Optional[tuple[natural, natural]] = None
 
