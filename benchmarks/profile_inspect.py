@@ -25,7 +25,7 @@ COMMANDS = {"--json": ["--json"], "--verify --json": ["--verify", "--json"], "ri
 
 # (module, attribute, label): functions timed in the child
 STEPS = [
-    ("hccli.checkpoint.shardset", "parse_index", "index in process (--verify's weight_map; all with HC_NO_FORK=1)"),
+    ("hccli.checkpoint.shardset", "parse_index", "index parsed in process (HC_NO_FORK=1; or --verify, index disagreeing)"),
     ("hccli.checkpoint.shardset", "_read_headers", "48 headers"),
     ("hccli.inspect_report", "open_checkpoint", "open (index + headers + config)"),
     ("hccli.checkpoint.shardset", "Checkpoint.names_unique", "name uniqueness"),
@@ -34,10 +34,11 @@ STEPS = [
     ("hccli.inspect_report", "find_hc", "HC names (dialect included)"),
     ("hccli.inspect_report", "read_hc_entries", "HC values and the op"),
     ("hccli.checkpoint.verify", "verify", "verify (all of it)"),
+    ("hccli.checkpoint.agree", "digest_agrees", "  the index, by the digest of its child"),
     ("hccli.inventory", "build_inventory", "  the config's inventory"),
     ("hccli.checkpoint.verify", "_verify_inventory", "  inventory comparison (inventory included)"),
     ("hccli.checkpoint.placement", "placement_findings", "  placement check"),
-    ("hccli.checkpoint.verify", "_HcCheck.__init__", "  HC checks: shapes, dtypes, the scan started"),
+    ("hccli.checkpoint.verify", "_HcCheck.__init__", "HC checks: shapes, dtypes, the scan started (right after open)"),
     ("hccli.checkpoint.verify", "_HcCheck.findings", "  HC checks: the NaN/Inf scan's result (waited for)"),
     ("hccli.inspect_report", "InspectReport.tree", "tree"),
     ("hccli.cli.output", "emit_json", "JSON text"),

@@ -121,6 +121,28 @@ def test_a_child_that_fails_is_replaced_by_the_parse_here(ck, monkeypatch, forki
     same(split, alone)
 
 
+@pytest.mark.parametrize("digest", [{"model-00001-of-00046.safetensors": ["1", 2]}, [1, 2], {"f": [1]}, "x"])
+def test_a_digest_of_the_wrong_form_is_not_believed(ck, monkeypatch, forking, digest):
+    # what the child hands back is checked: of any other form, the summary is worked out here
+    real = beside.Beside.result
+
+    def result(self):
+        got = real(self)
+        return [*got[:3], digest] if isinstance(got, list) and len(got) == 4 else got
+
+    monkeypatch.setattr(beside.Beside, "result", result)
+    ckpt = open_checkpoint(ck)
+    assert ckpt.index.digest == shardset.name_digest(ckpt.index.weight_map) != digest
+
+
+def test_the_digest_counts_and_sums_each_files_names(monkeypatch):
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    if not sys.flags.hash_randomization:
+        pytest.skip("this test process was started with PYTHONHASHSEED=0: no secret hash key")
+    wm = {"a": "f1", "b": "f2", "c": "f1"}
+    assert shardset.name_digest(wm) == {"f1": [2, hash("a") + hash("c")], "f2": [1, hash("b")]}
+
+
 def test_a_child_only_from_split_min_shards_on(tmp_path, monkeypatch, forking):
     many = tiny(tmp_path / "t")  # 14 shards
     files = sorted(p.name for p in many.glob("*.safetensors"))

@@ -62,9 +62,13 @@ def fast_answers(path):
 
 @pytest.fixture
 def forking(monkeypatch):
-    """Forks allowed as in a fresh `hc` process (earlier tests may leave an idle server thread)."""
+    """Forks allowed as in a fresh `hc` process (earlier tests may leave an idle server thread),
+    and the index digest made (the hash key secret, as in a process started without PYTHONHASHSEED)."""
     monkeypatch.setattr(beside, "MIN_BYTES", 0)
     monkeypatch.setattr(beside, "_can_fork", lambda: sys.platform.startswith("linux"))
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    if not sys.flags.hash_randomization:
+        pytest.skip("this test process was started with PYTHONHASHSEED=0: no secret hash key")
 
 
 def test_a_release_as_published_takes_every_short_answer_and_they_are_right(release, monkeypatch, forking):
