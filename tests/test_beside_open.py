@@ -12,7 +12,7 @@ import pytest
 from ckpt_tools import edit_index, tiny
 from conftest import SAMPLES
 
-from hccli.checkpoint import beside, shardset
+from hccli.checkpoint import beside, header_share, shardset
 from hccli.checkpoint.shardset import open_checkpoint
 from hccli.errors import HcError
 from hccli.synth import make_checkpoint
@@ -30,15 +30,17 @@ def ck(tmp_path):
     return make_checkpoint(SAMPLES / "deepseek-v4-flash.json", tmp_path / "ck", phantom=True).outdir
 
 
-def _forks(monkeypatch) -> list[bool]:
+def _forks(monkeypatch, kind=None) -> list[bool]:
+    """Whether each child asked for was forked: the index's (header_share.Helper) by default."""
+    kind = kind or header_share.Helper
     seen: list[bool] = []
-    real = beside.Beside._start
+    real = kind._start
 
-    def start(self):
-        real(self)
+    def start(self, *a):
+        real(self, *a)
         seen.append(self.forked)
 
-    monkeypatch.setattr(beside.Beside, "_start", start)
+    monkeypatch.setattr(kind, "_start", start)
     return seen
 
 
@@ -124,13 +126,13 @@ def test_a_child_that_fails_is_replaced_by_the_parse_here(ck, monkeypatch, forki
 @pytest.mark.parametrize("digest", [{"model-00001-of-00046.safetensors": ["1", 2]}, [1, 2], {"f": [1]}, "x"])
 def test_a_digest_of_the_wrong_form_is_not_believed(ck, monkeypatch, forking, digest):
     # what the child hands back is checked: of any other form, the summary is worked out here
-    real = beside.Beside.result
+    real = header_share.Helper.summary
 
-    def result(self):
+    def summary(self):
         got = real(self)
         return [*got[:3], digest] if isinstance(got, list) and len(got) == 4 else got
 
-    monkeypatch.setattr(beside.Beside, "result", result)
+    monkeypatch.setattr(header_share.Helper, "summary", summary)
     ckpt = open_checkpoint(ck)
     assert ckpt.index.digest == shardset.name_digest(ckpt.index.weight_map) != digest
 
@@ -171,7 +173,7 @@ def test_the_tree_built_beside_is_the_tree_built_here(tmp_path, monkeypatch, for
 
     small = tiny(tmp_path / "t")
     monkeypatch.setattr(R, "TREE_BESIDE_MIN_TENSORS", 0)
-    forks = _forks(monkeypatch)
+    forks = _forks(monkeypatch, beside.Beside)
     report = R.build_inspect(small, tree=True)
     assert report.tree_job is not None and report.tree_job.forked and forks[-1]
     beside_tree = report.tree()
@@ -232,3 +234,101 @@ def test_hc_no_fork_keeps_every_step_in_this_process(monkeypatch):
     monkeypatch.setenv("HC_NO_FORK", "1")
     b = beside.Beside(lambda: 4, worth=True, timeout_s=30)
     assert not b.forked and b.result() == 4
+
+
+# ---- headers read from both ends (header_share.py) ---------------------------------------------
+
+
+def _slow_here(monkeypatch, seconds=0.02):
+    """This process reads each shard slowly (the child reads through store.header, unslowed), so
+    that the child gets well into the shards from the end."""
+    import time
+
+    real = shardset._read_one
+
+    def slow(*a):
+        time.sleep(seconds)
+        return real(*a)
+
+    monkeypatch.setattr(shardset, "_read_one", slow)
+
+
+def _taken(monkeypatch) -> list[int]:
+    """The positions of the shards whose headers this process took from the child."""
+    got: list[int] = []
+    real = shardset._read_headers_shared
+
+    def wrapped(store, names, progress, helper):
+        out = real(store, names, progress, helper)
+        got.extend(k for k, s in enumerate(out) if s.header is not None and helper.headers.get(k) is s.header)
+        return out
+
+    monkeypatch.setattr(shardset, "_read_headers_shared", wrapped)
+    return got
+
+
+def _alone(monkeypatch, path):
+    with monkeypatch.context() as m:
+        m.setattr(shardset, "SPLIT_MIN_SHARDS", 1 << 30)
+        return open_checkpoint(path)
+
+
+def test_shards_the_child_read_from_the_end_are_those_read_here(ck, monkeypatch, forking):
+    ticks: list[tuple[int, int]] = []
+    with monkeypatch.context() as m:
+        _slow_here(m)
+        taken = _taken(m)
+        split = open_checkpoint(ck, progress=lambda done, n: ticks.append((done, n)))
+    n = len(split.shards)
+    assert taken and taken == list(range(taken[0], n))  # the last shards, from the child
+    same(split, _alone(monkeypatch, ck))  # every header equal, entry for entry
+    assert ticks[0] == (0, n) and ticks[-1] == (n, n) and [d for d, _ in ticks] == sorted(d for d, _ in ticks)
+
+
+def test_a_shard_the_child_cannot_send_is_read_here(ck, monkeypatch, forking):
+    files = sorted(p.name for p in ck.glob("*.safetensors"))
+    (ck / files[-2]).write_bytes(b"\xff" * 64)  # not a header: the child passes it (S), this process words it
+    with monkeypatch.context() as m:
+        _slow_here(m)
+        taken = _taken(m)
+        split = open_checkpoint(ck)
+    alone = _alone(monkeypatch, ck)
+    same(split, alone)
+    assert len(files) - 1 in taken and len(files) - 2 not in taken, taken
+    assert split.shards[-2].header is None and split.shards[-2].error == alone.shards[-2].error
+
+
+@pytest.mark.parametrize("child", ["garbage frames", "gone after the index"])
+def test_a_child_that_sends_nothing_usable_leaves_every_shard_to_this_process(ck, monkeypatch, forking, child):
+    with monkeypatch.context() as m:
+        _slow_here(m, 0.005)
+        if child == "garbage frames":
+            m.setattr(header_share, "encode_header", lambda k, h: b"\x01" * 40)
+        else:
+            m.setattr(shardset, "_child_work", lambda send, summary, store, others:
+                      send(b"I", json.dumps(summary()).encode()))
+        taken = _taken(m)
+        split = open_checkpoint(ck)
+    assert taken == []
+    same(split, _alone(monkeypatch, ck))
+
+
+def test_a_header_travels_whole_and_a_broken_frame_is_refused(tmp_path):
+    from hccli.checkpoint.header import parse_header
+
+    entries = {"ünïcode.weight": {"dtype": "BF16", "shape": [2, 3], "data_offsets": [0, 12]},
+               "empty": {"dtype": "F32", "shape": [0, 4], "data_offsets": [12, 12]},
+               "layers.0.hc_attn_base": {"dtype": "F32", "shape": [24], "data_offsets": [12, 108]}}
+    body = json.dumps({"__metadata__": {"format": "pt", "x": "ÿ"}, **entries}).encode()
+    body += b" " * (-len(body) % 8)
+    prefix = len(body).to_bytes(8, "little") + body
+    header = parse_header(prefix, len(prefix) + 108, "x.safetensors")
+    assert type(header) is header_share.ColumnHeader
+    payload = header_share.encode_header(7, header)
+    k, back = header_share.decode_header(payload)
+    assert k == 7 and back == header and back.metadata == header.metadata
+    assert back.columns == header.columns and back.columns.dtypes[0] is header.columns.dtypes[0]
+    for broken in (payload[:-1], payload[:30], payload[:16] + b"[" + payload[17:], b"", payload + b"\0x"):
+        assert header_share.decode_header(broken) is None
+    odd = header_share.ColumnHeader.of_columns("y", 8, 16, 16, None, header_share.Columns(["a\0b"], ["F32"], [(0,)], [0], [0]))
+    assert header_share.encode_header(0, odd) is None  # the joiner inside a name: read here instead

@@ -316,15 +316,17 @@ def _finish(where: str, shards: list[Shard], unsafe: list[str], missing: list[st
         raise HcError(first.error or f"{one_line(first.file)}: unreadable")
 
 
+def _read_one(store: Store, name: str, indexed: bool) -> Shard:
+    try:
+        return Shard(name, Path(store.display(name)), store.header(name), None, None, indexed)
+    except HcError as exc:
+        return Shard(name, Path(store.display(name)), None, exc.message, getattr(exc, "code", "unreadable"), indexed)
+
+
 def _read_headers(store: Store, names: list[tuple[str, bool]],
                   progress: Callable[[int, int], None] | None) -> list[Shard]:
     def one(item: tuple[str, bool]) -> Shard:
-        name, indexed = item
-        try:
-            return Shard(name, Path(store.display(name)), store.header(name), None, None, indexed)
-        except HcError as exc:
-            return Shard(name, Path(store.display(name)), None, exc.message, getattr(exc, "code", "unreadable"),
-                         indexed)
+        return _read_one(store, *item)
 
     done, lock = 0, threading.Lock()
 
@@ -362,7 +364,7 @@ def _index_beside(raw: bytes, store: Store, entry: str, others: list[str],
     that fails is replaced by the parse here (which raises the same errors as before)."""
     if store.workers > 1 or len(others) < SPLIT_MIN_SHARDS:
         return None, {}
-    from hccli.checkpoint.beside import Beside
+    from hccli.checkpoint.header_share import Helper
 
     where = store.display(entry)
 
@@ -370,20 +372,70 @@ def _index_beside(raw: bytes, store: Store, entry: str, others: list[str],
         idx = parse_index(raw, where, others)
         return [idx.files, idx.total_size, idx.metadata, name_digest(idx.weight_map)]
 
-    child = Beside(summary, worth=True, timeout_s=60)
-    if not child.forked:
+    helper = Helper(lambda send: _child_work(send, summary, store, others), timeout_s=60)
+    if not helper.forked:
         return None, {}
     try:
-        shards = _read_headers(store, [(f, True) for f in others], progress)
-        got = child.result()
+        shards = _read_headers_shared(store, others, progress, helper)
+        got = helper.summary()
     finally:
-        child.close()
+        helper.close()
     files, total, meta, digest = got if isinstance(got, list) and len(got) == 4 else summary()
     if not (isinstance(files, list) and all(isinstance(f, str) for f in files) and isinstance(meta, dict)
             and (total is None or type(total) is int) and _is_digest(digest)):
         files, total, meta, digest = summary()
     index = Index(where, lambda: parse_index(raw, where, others).weight_map, total, meta, files, digest)
     return index, dict(zip(others, shards))
+
+
+def _child_work(send: Callable[[bytes, bytes], None], summary: Callable[[], list], store: Store,
+                others: list[str]) -> None:
+    """The index's child (header_share.py): the index summary first, then shards from the last
+    one back, until this process stops it."""
+    from hccli.checkpoint.header import ColumnHeader
+    from hccli.checkpoint.header_share import encode_header
+
+    send(b"I", json.dumps(summary()).encode())
+    with gc_paused():
+        for k in range(len(others) - 1, -1, -1):
+            try:
+                header = store.header(others[k])
+            except HcError:
+                header = None
+            payload = encode_header(k, header) if type(header) is ColumnHeader else None
+            if payload is None:
+                send(b"S", k.to_bytes(8, "little"))
+            else:
+                send(b"H", payload)
+
+
+def _read_headers_shared(store: Store, names: list[str], progress: Callable[[int, int], None] | None,
+                         helper: Any) -> list[Shard]:
+    """The shards' headers, read here from the first one on until this process reaches those the
+    child has passed (from the last one back); of those, the ones it sent are taken as they are,
+    the others read here."""
+    n = len(names)
+    out: list[Shard] = []
+    if progress:
+        progress(0, n)
+    with gc_paused():
+        while len(out) < n:
+            helper.poll()
+            if len(out) >= helper.low:
+                break
+            out.append(_read_one(store, names[len(out)], True))
+            if progress:
+                progress(len(out), n)
+        helper.poll()
+        for k in range(len(out), n):
+            header = helper.headers.get(k)
+            if header is not None and header.name == store.display(names[k]):
+                out.append(Shard(names[k], Path(store.display(names[k])), header, None, None, True))
+            else:
+                out.append(_read_one(store, names[k], True))
+            if progress:
+                progress(k + 1, n)
+    return out
 
 
 def hash_key_secret() -> bool:
