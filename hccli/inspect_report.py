@@ -357,7 +357,7 @@ def build_inspect(
     """`layers` selects tensors to list and `hc_layers` HC sites to read, by layer number
     (stages after the backbone, the root head mix last); `dtype` as headers spell it. tree: the
     caller shows the tree (built beside the rest where that pays)."""
-    ckpt = open_checkpoint(path, config=config, progress=progress)
+    ckpt = open_checkpoint(path, config=config, progress=progress, index_digest=run_verify)
     job = hc_check = None
     sites = find_hc(ckpt)
     try:

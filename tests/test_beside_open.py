@@ -133,8 +133,16 @@ def test_a_digest_of_the_wrong_form_is_not_believed(ck, monkeypatch, forking, di
         return [*got[:3], digest] if isinstance(got, list) and len(got) == 4 else got
 
     monkeypatch.setattr(header_share.Helper, "summary", summary)
-    ckpt = open_checkpoint(ck)
+    ckpt = open_checkpoint(ck, index_digest=True)
     assert ckpt.index.digest == shardset.name_digest(ckpt.index.weight_map) != digest
+
+
+def test_the_digest_is_made_only_when_asked_for(ck, monkeypatch, forking):
+    monkeypatch.delenv("PYTHONHASHSEED", raising=False)
+    if not sys.flags.hash_randomization:
+        pytest.skip("this test process was started with PYTHONHASHSEED=0: no secret hash key")
+    assert open_checkpoint(ck).index.digest is None  # inspect without --verify: the child's time goes to headers
+    assert open_checkpoint(ck, index_digest=True).index.digest is not None
 
 
 def test_the_digest_counts_and_sums_each_files_names(monkeypatch):

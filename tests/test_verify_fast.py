@@ -53,7 +53,7 @@ def slow(monkeypatch, path):
 
 def fast_answers(path):
     """(the index digest's answer, index_agrees, inventory_agrees, _published_as_is)."""
-    ckpt = open_checkpoint(path)
+    ckpt = open_checkpoint(path, index_digest=True)
     assert ckpt.index.digest is not None  # the index was parsed by a child (the forking fixture)
     inv = build_inventory(ckpt.config)
     return (agree.digest_agrees(ckpt, ckpt.index), agree.index_agrees(ckpt, ckpt.index.weight_map),
@@ -73,14 +73,14 @@ def forking(monkeypatch):
 
 def test_a_release_as_published_takes_every_short_answer_and_they_are_right(release, monkeypatch, forking):
     assert fast_answers(release) == (True, True, True, True)
-    ckpt = open_checkpoint(release)
+    ckpt = open_checkpoint(release, index_digest=True)
     assert verify.verify(ckpt) == [] == slow(monkeypatch, release)
     assert not ckpt.index.parsed  # the digest answered: the weight_map was never parsed here
 
 
 def test_without_a_secret_hash_key_there_is_no_digest_and_the_weight_map_answers(release, monkeypatch, forking):
     monkeypatch.setenv("PYTHONHASHSEED", "5")  # a key anyone can know: a digest could be forged
-    ckpt = open_checkpoint(release)
+    ckpt = open_checkpoint(release, index_digest=True)
     assert ckpt.index.digest is None and not agree.digest_agrees(ckpt, ckpt.index)
     assert verify.verify(ckpt) == [] and ckpt.index.parsed
 
@@ -88,13 +88,13 @@ def test_without_a_secret_hash_key_there_is_no_digest_and_the_weight_map_answers
 def test_the_digest_tells_names_apart_not_only_counts(ck, monkeypatch, forking):
     # two tensors' shards swapped in the index: every file keeps its count of names
     a = "layers.0.attn_norm.weight"
-    ckpt = open_checkpoint(ck)
+    ckpt = open_checkpoint(ck, index_digest=True)
     wm = ckpt.index.weight_map
     b = next(n for n, f in wm.items() if f != wm[a])
     fa, fb = wm[a], wm[b]
     edit_index(ck, lambda d: d["weight_map"].update({a: fb, b: fa}))
     assert fast_answers(ck)[:2] == (False, False)
-    got = verify.verify(open_checkpoint(ck))
+    got = verify.verify(open_checkpoint(ck, index_digest=True))
     assert got == slow(monkeypatch, ck)
     assert [f.code for f in got] == ["wrong_shard", "wrong_shard"]
 
@@ -235,7 +235,7 @@ def _duplicate(ck):
 def test_each_difference_sends_verify_to_the_per_name_path(ck, monkeypatch, forking, damage, expect, codes):
     damage(ck)
     assert fast_answers(ck) == expect
-    got = verify.verify(open_checkpoint(ck))
+    got = verify.verify(open_checkpoint(ck, index_digest=True))
     assert got == slow(monkeypatch, ck)
     assert {f.code for f in got} == codes
 
@@ -343,6 +343,7 @@ def test_inspect_starts_the_value_scan_before_the_rest_of_its_work(release, monk
     monkeypatch.setattr(inspect_report, "totals_from_columns", lambda *a: events.append("totals") or real_totals(*a))
     report = inspect_report.build_inspect(release, run_verify=True)
     assert events == ["scan", "totals"] and report.findings == []
+    assert not report.ckpt.index.parsed  # inspect --verify asked the index's child for the digest
     events.clear()
     inspect_report.build_inspect(release)
     assert events == ["totals"]  # no verify, no scan

@@ -356,7 +356,8 @@ SPLIT_MIN_SHARDS = 8
 
 
 def _index_beside(raw: bytes, store: Store, entry: str, others: list[str],
-                  progress: Callable[[int, int], None] | None) -> tuple[Index | None, dict[str, Shard]]:
+                  progress: Callable[[int, int], None] | None, digest: bool = False
+                  ) -> tuple[Index | None, dict[str, Shard]]:
     """The index parsed by a forked child for what opening needs (the files it names, total_size,
     metadata), while this process reads the headers of the directory's .safetensors files, which
     are the index's shards in a whole download. The weight_map itself is parsed here on first use
@@ -370,7 +371,7 @@ def _index_beside(raw: bytes, store: Store, entry: str, others: list[str],
 
     def summary() -> list:
         idx = parse_index(raw, where, others)
-        return [idx.files, idx.total_size, idx.metadata, name_digest(idx.weight_map)]
+        return [idx.files, idx.total_size, idx.metadata, name_digest(idx.weight_map) if digest else None]
 
     helper = Helper(lambda send: _child_work(send, summary, store, others), timeout_s=60)
     if not helper.forked:
@@ -486,9 +487,11 @@ def open_checkpoint(
     *,
     config: str | Path | None = None,
     progress: Callable[[int, int], None] | None = None,
+    index_digest: bool = False,
 ) -> Checkpoint:
     """A local checkpoint, or a hub repository (hf://org/name..., or a bare org/name
-    where no local path of that name exists): the same steps for every store."""
+    where no local path of that name exists): the same steps for every store. index_digest:
+    where a child parses the index, it also leaves the digest --verify compares (name_digest)."""
     text = str(path)
     store, kind, entry, label = open_store(text)
     index, unsafe, missing, partial = None, [], [], []
@@ -519,7 +522,7 @@ def open_checkpoint(
         others = sorted(f for f in listing if f.endswith(".safetensors") and "/" not in f)
         pre: dict[str, Shard] = {}
         if raw is not None:
-            index, pre = _index_beside(raw, store, entry, others, progress)  # type: ignore[arg-type]
+            index, pre = _index_beside(raw, store, entry, others, progress, index_digest)  # type: ignore[arg-type]
             if index is None:
                 index = parse_index(raw, store.display(entry), others)  # type: ignore[arg-type]
         partial = sorted(f for f in listing if f.endswith(".partial"))
