@@ -365,8 +365,10 @@ def _index_beside(raw: bytes, store: Store, entry: str, others: list[str],
     that fails is replaced by the parse here (which raises the same errors as before)."""
     if store.workers > 1 or len(others) < SPLIT_MIN_SHARDS:
         return None, {}
+    from hccli.checkpoint.header_fast import msgspec_installed
     from hccli.checkpoint.header_share import Helper
 
+    msgspec_installed()  # msgspec and the header decoders, which both processes use: loaded once, before the fork
     where = store.display(entry)
 
     def summary() -> list:
