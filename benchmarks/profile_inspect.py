@@ -26,7 +26,8 @@ COMMANDS = {"--json": ["--json"], "--verify --json": ["--verify", "--json"], "ri
 # (module, attribute, label): functions timed in the child
 STEPS = [
     ("hccli.checkpoint.shardset", "parse_index", "index parsed in process (HC_NO_FORK=1; or --verify, index disagreeing)"),
-    ("hccli.checkpoint.shardset", "_read_headers", "48 headers"),
+    ("hccli.checkpoint.shardset", "_read_headers", "48 headers, all read here (HC_NO_FORK=1)"),
+    ("hccli.checkpoint.shardset", "_read_headers_shared", "48 headers, from both ends (here and the index's child)"),
     ("hccli.inspect_report", "open_checkpoint", "open (index + headers + config)"),
     ("hccli.checkpoint.shardset", "Checkpoint.names_unique", "name uniqueness"),
     ("hccli.inspect_report", "totals_from_columns", "totals"),

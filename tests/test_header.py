@@ -39,6 +39,7 @@ from hccli.checkpoint.header import (
 )
 from hccli.checkpoint.header_careful import parse_careful
 from hccli.checkpoint.header_fast import parse_fast, parse_fast_json
+from hccli.checkpoint.header_share import ColumnHeader, decode_header, encode_header
 from hccli.checkpoint.source import LocalFile, SourceError
 from hccli.errors import HcError
 
@@ -723,6 +724,11 @@ def _check_paths_agree(data: bytes, verdict) -> None:
         if fast is not None:
             assert fast == careful, name
             CASES_RUN["fast:" + name] += 1
+            if type(fast) is ColumnHeader:  # the frame the index's child sends it in (header_share.py)
+                payload = encode_header(3, fast)
+                if payload is not None:
+                    assert decode_header(payload) == (3, fast)
+                    CASES_RUN["shared"] += 1
 
 
 def _check_any(data: bytes) -> str:
@@ -765,7 +771,7 @@ def _fuzz_valid(case):
 
 
 def test_fuzz_generated_valid_headers_round_trip():
-    before = CASES_RUN["valid"]
+    before, shared_before = CASES_RUN["valid"], CASES_RUN["shared"]
     fast_before = {k: CASES_RUN["fast:" + k] for k in ("msgspec", "json")}
     _fuzz_valid()
     ran = CASES_RUN["valid"] - before
@@ -777,6 +783,8 @@ def test_fuzz_generated_valid_headers_round_trip():
     assert fast["json"] > ran // 2, fast
     if header_fast.msgspec_installed():
         assert fast["msgspec"] > ran // 2, fast
+    # and the fast paths' column headers went through the child's frame and back, unchanged
+    assert CASES_RUN["shared"] - shared_before > ran // 2
 
 
 JSON_TOKENS = [b'"', b"{", b"}", b"[", b"]", b",", b":", b"-0", b"NaN", b"1e400", b'"\\ud800"', b" ",
