@@ -123,7 +123,7 @@ def test_a_child_that_fails_is_replaced_by_the_parse_here(ck, monkeypatch, forki
     same(split, alone)
 
 
-@pytest.mark.parametrize("digest", [{"model-00001-of-00046.safetensors": ["1", 2]}, [1, 2], {"f": [1]}, "x"])
+@pytest.mark.parametrize("digest", [{"model-00001-of-00046.safetensors": ["1", 2]}, [1, 2], {"f": [1]}, "x", 0])
 def test_a_digest_of_the_wrong_form_is_not_believed(ck, monkeypatch, forking, digest):
     # what the child hands back is checked: of any other form, the summary is worked out here
     real = header_share.Helper.summary

@@ -356,7 +356,7 @@ SPLIT_MIN_SHARDS = 8
 
 
 def _index_beside(raw: bytes, store: Store, entry: str, others: list[str],
-                  progress: Callable[[int, int], None] | None, digest: bool = False
+                  progress: Callable[[int, int], None] | None, want_digest: bool = False
                   ) -> tuple[Index | None, dict[str, Shard]]:
     """The index parsed by a forked child for what opening needs (the files it names, total_size,
     metadata), while this process reads the headers of the directory's .safetensors files, which
@@ -373,7 +373,7 @@ def _index_beside(raw: bytes, store: Store, entry: str, others: list[str],
 
     def summary() -> list:
         idx = parse_index(raw, where, others)
-        return [idx.files, idx.total_size, idx.metadata, name_digest(idx.weight_map) if digest else None]
+        return [idx.files, idx.total_size, idx.metadata, name_digest(idx.weight_map) if want_digest else None]
 
     helper = Helper(lambda send: _child_work(send, summary, store, others), timeout_s=60)
     if not helper.forked:
