@@ -47,27 +47,10 @@ class Beside:
         return self._forked
 
     def _start(self) -> None:
-        r, w = os.pipe()
-        try:
-            pid = os.fork()
-        except OSError:
-            os.close(r)
-            os.close(w)
-            return
-        if pid == 0:  # the child: compute, write, leave
-            try:
-                os.close(r)
-                data = json.dumps(self._fn()).encode()
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(w, view):]
-                code = 0
-            except BaseException:  # noqa: BLE001 - whatever happened, the parent computes it itself
-                code = 1
-            finally:
-                os._exit(code)
-        os.close(w)
-        self._pid, self._fd, self._forked = pid, r, True
+        child = fork_writer(lambda w: write_all(w, json.dumps(self._fn()).encode()))
+        if child is not None:
+            self._pid, self._fd = child
+            self._forked = True
 
     def result(self) -> Any:
         """The child's answer, or fn() computed here; the same object on every call."""
@@ -105,20 +88,7 @@ class Beside:
     def _reap(self, *, kill: bool) -> int | None:
         pid, fd = self._pid, self._fd
         self._pid = self._fd = None
-        if fd is not None:
-            os.close(fd)
-        if pid is None:
-            return None
-        if kill:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-        try:
-            _, status = os.waitpid(pid, 0)  # it has closed its end (or was killed): no long wait
-        except ChildProcessError:
-            return None
-        return os.waitstatus_to_exitcode(status)
+        return reap(pid, fd, kill=kill)
 
     def close(self) -> None:
         """Stop a child whose result is no longer wanted (an error elsewhere)."""
@@ -130,6 +100,63 @@ class _None:
 
 
 _NONE = _None()
+
+
+def fork_writer(work: Callable[[int], None], *, pipe_bytes: int = 0) -> tuple[int, int] | None:
+    """(pid, the read end of a pipe) of a forked child that runs work(the write end) and leaves by
+    os._exit: 0 when work returns, 1 on anything it raises (no atexit functions, no flush of this
+    process's buffered output). None when the fork fails. pipe_bytes: room asked for in the pipe
+    (Linux; the default pipe where refused)."""
+    r, w = os.pipe()
+    if pipe_bytes:
+        try:
+            import fcntl
+
+            fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), pipe_bytes)
+        except (ImportError, OSError):
+            pass
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(r)
+        os.close(w)
+        return None
+    if pid == 0:
+        code = 1
+        try:
+            os.close(r)
+            work(w)
+            code = 0
+        except BaseException:  # noqa: BLE001 - whatever happened, the parent does the work itself
+            pass
+        finally:
+            os._exit(code)
+    os.close(w)
+    return pid, r
+
+
+def write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def reap(pid: int | None, fd: int | None, *, kill: bool) -> int | None:
+    """Close our end, kill the child if asked, wait for it; its exit code (None if there was none)."""
+    if fd is not None:
+        os.close(fd)
+    if pid is None:
+        return None
+    if kill:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    try:
+        _, status = os.waitpid(pid, 0)  # it has closed its end (or was killed): no long wait
+    except ChildProcessError:
+        return None
+    return os.waitstatus_to_exitcode(status)
 
 
 def _can_fork() -> bool:

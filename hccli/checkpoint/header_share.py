@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import signal
 import struct
 import time
 from array import array
@@ -107,38 +106,14 @@ class Helper:
         return self._pid is not None
 
     def _start(self, fn: Callable) -> None:
-        r, w = os.pipe()
-        try:
-            import fcntl
+        def work(w: int) -> None:
+            fn(lambda kind, payload: beside.write_all(w, _FRAME.pack(kind, len(payload)) + payload))
 
-            fcntl.fcntl(w, getattr(fcntl, "F_SETPIPE_SZ", 1031), _PIPE_BYTES)
-        except (ImportError, OSError):
-            pass  # the default pipe: the child waits for this process more often
-        try:
-            pid = os.fork()
-        except OSError:
-            os.close(r)
-            os.close(w)
-            return
-        if pid == 0:  # the child: work, send, leave (no atexit, no flush of the parent's buffers)
-            code = 1
-            try:
-                os.close(r)
-
-                def send(kind: bytes, payload: bytes) -> None:
-                    view = memoryview(_FRAME.pack(kind, len(payload)) + payload)
-                    while view:
-                        view = view[os.write(w, view):]
-
-                fn(send)
-                code = 0
-            except BaseException:  # noqa: BLE001 - whatever happened, the parent does the rest itself
-                pass
-            finally:
-                os._exit(code)
-        os.close(w)
-        os.set_blocking(r, False)
-        self._pid, self._fd = pid, r
+        # a large pipe: the child runs ~9 frames ahead of this process instead of waiting for it
+        child = beside.fork_writer(work, pipe_bytes=_PIPE_BYTES)
+        if child is not None:
+            self._pid, self._fd = child
+            os.set_blocking(self._fd, False)
 
     def poll(self) -> None:
         """Take whatever frames have arrived, without waiting."""
@@ -202,15 +177,4 @@ class Helper:
         """Stop the child (whatever it is doing) and reap it."""
         pid, fd = self._pid, self._fd
         self._pid = self._fd = None
-        if fd is not None:
-            os.close(fd)
-        if pid is None:
-            return
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
-            os.waitpid(pid, 0)
-        except ChildProcessError:
-            pass
+        beside.reap(pid, fd, kill=True)
