@@ -84,10 +84,10 @@ def decode_header(payload: bytes) -> tuple[int, ColumnHeader] | None:
 
 
 class Helper:
-    """fn(send) in a forked child, where beside.py allows one (Linux, one thread, HC_NO_FORK unset);
-    send(kind, payload)
-    writes one frame. This process takes the frames as they come: poll() without waiting between
-    its own shards, summary() waiting (within the timeout) for the first frame."""
+    """fn(send) in a forked child, where beside.py allows one (Linux, one thread, HC_NO_FORK
+    unset); send(kind, payload) writes one frame. This process takes the frames as they come:
+    poll() without waiting, between its own shards; summary() waiting (within the timeout) for the
+    first frame. A frame that does not decode is dropped (its shard is then read here)."""
 
     def __init__(self, fn: Callable[[Callable[[bytes, bytes], None]], None], *, timeout_s: float):
         self._deadline = time.monotonic() + timeout_s
@@ -155,7 +155,7 @@ class Helper:
             elif kind == b"H":
                 got = decode_header(payload)
                 if got is None:
-                    continue  # the shard is read here; low does not move past it
+                    continue  # the shard is read here (the next frame moves low past it)
                 self.headers[got[0]] = got[1]
                 self.low = min(self.low, got[0])
             elif kind == b"S" and len(payload) == 8:
