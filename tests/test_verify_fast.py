@@ -16,7 +16,7 @@ import pytest
 from ckpt_tools import edit_index, read_entries, rewrite, shard_of, tiny
 from conftest import SAMPLES, run_hc_process, write_sparse_shard
 
-from hccli.checkpoint import agree, beside, placement, verify
+from hccli.checkpoint import agree, beside, placement, shardset, verify
 from hccli.checkpoint.header import read_header
 from hccli.checkpoint.shardset import open_checkpoint
 from hccli.checkpoint.source import LocalFile
@@ -54,7 +54,7 @@ def slow(monkeypatch, path):
 def fast_answers(path):
     """(the index digest's answer, index_agrees, inventory_agrees, _published_as_is)."""
     ckpt = open_checkpoint(path, index_digest=True)
-    assert ckpt.index.digest is not None  # the index was parsed by a child (the forking fixture)
+    assert (ckpt.index.digest is not None) == shardset.hash_key_secret()  # made by the index's child
     inv = build_inventory(ckpt.config)
     return (agree.digest_agrees(ckpt, ckpt.index), agree.index_agrees(ckpt, ckpt.index.weight_map),
             agree.inventory_agrees(ckpt, inv.columns), placement._published_as_is(ckpt, inv))
@@ -62,20 +62,25 @@ def fast_answers(path):
 
 @pytest.fixture
 def forking(monkeypatch):
-    """Forks allowed as in a fresh `hc` process (earlier tests may leave an idle server thread),
-    and the index digest made (the hash key secret, as in a process started without PYTHONHASHSEED)."""
+    """Forks allowed as in a fresh `hc` process (earlier tests may leave an idle server thread)."""
     monkeypatch.setattr(beside, "MIN_BYTES", 0)
     monkeypatch.setattr(beside, "_can_fork", lambda: sys.platform.startswith("linux"))
+
+
+@pytest.fixture
+def digest(monkeypatch, forking):
+    """Whether the index's child makes its digest here: forks allowed, PYTHONHASHSEED unset as in a
+    fresh `hc` process; False only for a test process started with PYTHONHASHSEED=0 (no secret key:
+    then the weight_map answers, and the tests expect that instead)."""
     monkeypatch.delenv("PYTHONHASHSEED", raising=False)
-    if not sys.flags.hash_randomization:
-        pytest.skip("this test process was started with PYTHONHASHSEED=0: no secret hash key")
+    return shardset.hash_key_secret()
 
 
-def test_a_release_as_published_takes_every_short_answer_and_they_are_right(release, monkeypatch, forking):
-    assert fast_answers(release) == (True, True, True, True)
+def test_a_release_as_published_takes_every_short_answer_and_they_are_right(release, monkeypatch, digest):
+    assert fast_answers(release) == (digest, True, True, True)
     ckpt = open_checkpoint(release, index_digest=True)
     assert verify.verify(ckpt) == [] == slow(monkeypatch, release)
-    assert not ckpt.index.parsed  # the digest answered: the weight_map was never parsed here
+    assert ckpt.index.parsed is not digest  # where the digest answered, the weight_map was never parsed here
 
 
 def test_without_a_secret_hash_key_there_is_no_digest_and_the_weight_map_answers(release, monkeypatch, forking):
@@ -85,7 +90,9 @@ def test_without_a_secret_hash_key_there_is_no_digest_and_the_weight_map_answers
     assert verify.verify(ckpt) == [] and ckpt.index.parsed
 
 
-def test_the_digest_tells_names_apart_not_only_counts(ck, monkeypatch, forking):
+def test_the_digest_tells_names_apart_not_only_counts(ck, monkeypatch, digest):
+    if not digest:
+        pytest.skip("this test process was started with PYTHONHASHSEED=0: no digest to test")
     # two tensors' shards swapped in the index: every file keeps its count of names
     a = "layers.0.attn_norm.weight"
     ckpt = open_checkpoint(ck, index_digest=True)
@@ -232,9 +239,9 @@ def _duplicate(ck):
     (_index_wrong_shard, (False, False, True, True), {"wrong_shard"}),
     (_duplicate, (False, False, False, False), {"duplicate_tensor", "shard_placement", "total_size_mismatch"}),
 ])
-def test_each_difference_sends_verify_to_the_per_name_path(ck, monkeypatch, forking, damage, expect, codes):
+def test_each_difference_sends_verify_to_the_per_name_path(ck, monkeypatch, digest, damage, expect, codes):
     damage(ck)
-    assert fast_answers(ck) == expect
+    assert fast_answers(ck) == (expect[0] and digest, *expect[1:])
     got = verify.verify(open_checkpoint(ck, index_digest=True))
     assert got == slow(monkeypatch, ck)
     assert {f.code for f in got} == codes
@@ -333,7 +340,7 @@ def test_the_header_writer_of_the_tests_is_the_compact_form():
     assert b" " not in head[8:].rstrip(b" ")
 
 
-def test_inspect_starts_the_value_scan_before_the_rest_of_its_work(release, monkeypatch, forking):
+def test_inspect_starts_the_value_scan_before_the_rest_of_its_work(release, monkeypatch, digest):
     # the scan (a child's ~150 ms for V4.1-Flash) overlaps the totals, the HC values and verify
     from hccli import inspect_report
 
@@ -343,7 +350,7 @@ def test_inspect_starts_the_value_scan_before_the_rest_of_its_work(release, monk
     monkeypatch.setattr(inspect_report, "totals_from_columns", lambda *a: events.append("totals") or real_totals(*a))
     report = inspect_report.build_inspect(release, run_verify=True)
     assert events == ["scan", "totals"] and report.findings == []
-    assert not report.ckpt.index.parsed  # inspect --verify asked the index's child for the digest
+    assert report.ckpt.index.parsed is not digest  # inspect --verify asked the index's child for the digest
     events.clear()
     inspect_report.build_inspect(release)
     assert events == ["totals"]  # no verify, no scan
