@@ -340,3 +340,21 @@ def test_a_header_travels_whole_and_a_broken_frame_is_refused(tmp_path):
         assert header_share.decode_header(broken) is None
     odd = header_share.ColumnHeader.of_columns("y", 8, 16, 16, None, header_share.Columns(["a\0b"], ["F32"], [(0,)], [0], [0]))
     assert header_share.encode_header(0, odd) is None  # the joiner inside a name: read here instead
+
+
+def test_frames_for_shards_already_read_here_are_passed_over(monkeypatch):
+    from hccli.checkpoint.header import parse_header
+
+    body = json.dumps({"w": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}).encode()
+    body += b" " * (-len(body) % 8)
+    header = parse_header(len(body).to_bytes(8, "little") + body, 16 + len(body), "x.safetensors")
+    monkeypatch.setattr(beside, "_can_fork", lambda: False)
+    helper = header_share.Helper(lambda send: None, timeout_s=1)  # no child: frames fed by hand
+    decoded = []
+    real = header_share.decode_header
+    monkeypatch.setattr(header_share, "decode_header", lambda p: decoded.append(p) or real(p))
+    for k in (5, 4, 1):
+        payload = header_share.encode_header(k, header)
+        helper._buf += header_share._FRAME.pack(b"H", len(payload)) + payload
+    helper.poll(done=3)  # this process has read shards 0-2: the frame for 1 is not rebuilt
+    assert sorted(helper.headers) == [4, 5] and len(decoded) == 2 and helper.low == 1

@@ -1,11 +1,13 @@
-"""Work that runs beside the rest of `--verify`, on another core: a forked child computes it
-while the parent goes on, and hands back a small JSON result through a pipe.
+"""Work that runs beside the rest of `hc inspect`, on another core: a forked child computes it
+while the parent goes on, and hands back a small JSON result through a pipe (Beside; the
+fork, write and reap steps are shared with header_share.Helper, which streams frames).
 
 Only where that is safe and worth it: a platform with fork (Linux; macOS forbids much after a
 fork), no other thread in the process (a fork copies only the calling one, and locks another
-held would stay held), enough work to pay for the fork, and HC_NO_FORK unset (=1: no child). Anything else, and any failure of the
-child (an exception, a signal, a result that does not parse, no result within the timeout),
-runs the same function in process instead, so the result never depends on whether a child ran.
+held would stay held), enough work to pay for the fork, and HC_NO_FORK unset (=1: no child).
+Anything else, and any failure of the child (an exception, a signal, a result that does not
+parse, no result within the timeout), runs the same function in process instead, so the
+result never depends on whether a child ran.
 The child writes nothing but its result and leaves through os._exit (no atexit handlers, no
 flush of the parent's buffered output).
 """

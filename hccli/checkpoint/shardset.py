@@ -351,7 +351,8 @@ def _read_headers(store: Store, names: list[tuple[str, bool]],
 
 
 # From this many shards on, a local directory's index is parsed by a forked child while this
-# process reads the headers (checkpoint/beside.py): ~35 ms of V4.1-Flash's 96k-entry index.
+# process reads the headers (~35 ms of V4.1-Flash's 96k-entry index), and the child then reads
+# headers from the last shard back (header_share.py).
 SPLIT_MIN_SHARDS = 8
 
 
@@ -359,10 +360,12 @@ def _index_beside(raw: bytes, store: Store, entry: str, others: list[str],
                   progress: Callable[[int, int], None] | None, want_digest: bool = False
                   ) -> tuple[Index | None, dict[str, Shard]]:
     """The index parsed by a forked child for what opening needs (the files it names, total_size,
-    metadata), while this process reads the headers of the directory's .safetensors files, which
-    are the index's shards in a whole download. The weight_map itself is parsed here on first use
-    (--verify): from the same bytes by the same parser. (None, {}) where no child runs; a child
-    that fails is replaced by the parse here (which raises the same errors as before)."""
+    metadata and, want_digest, name_digest), while this process reads the headers of the
+    directory's .safetensors files, which are the index's shards in a whole download; the child
+    then reads headers from the last shard back (_read_headers_shared). The weight_map itself is
+    parsed here only on first use (--verify, where there is no digest or it differs): from the
+    same bytes by the same parser. (None, {}) where no child runs; a child that fails is replaced
+    by the work here (which raises the same errors as before)."""
     if store.workers > 1 or len(others) < SPLIT_MIN_SHARDS:
         return None, {}
     from hccli.checkpoint.header_fast import msgspec_installed
@@ -423,17 +426,16 @@ def _read_headers_shared(store: Store, names: list[str], progress: Callable[[int
         progress(0, n)
     with gc_paused():
         while len(out) < n:
-            helper.poll()
+            helper.poll(done=len(out))
             if len(out) >= helper.low:
-                break
+                break  # (the child's frames for every shard from here on have been taken)
             out.append(_read_one(store, names[len(out)], True))
             if progress:
                 progress(len(out), n)
-        helper.poll()
         for k in range(len(out), n):
-            header = helper.headers.get(k)
-            if header is not None and header.name == store.display(names[k]):
-                out.append(Shard(names[k], Path(store.display(names[k])), header, None, None, True))
+            header, shown = helper.headers.get(k), store.display(names[k])
+            if header is not None and header.name == shown:
+                out.append(Shard(names[k], Path(shown), header, None, None, True))
             else:
                 out.append(_read_one(store, names[k], True))
             if progress:
