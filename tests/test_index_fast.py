@@ -55,6 +55,9 @@ def test_an_ordinary_index_takes_the_fast_path():
     b'{"weight_map": {}, "metadata": {"total_size": 1' + b"0" * 40 + b'}}',
     b'{"weight_map": {}, "extra": 1' + b"0" * 40 + b'}',  # an unknown key's number is still checked
     b'{"weight_map": {}, "extra": NaN}',
+    # an earlier metadata that the later one replaces is still read by the careful path
+    b'{"weight_map": {}, "metadata": [1' + b"0" * 40 + b'], "metadata": null}',
+    b'{"weight_map": {}, "metad\\u0061ta": [1' + b"0" * 40 + b'], "metadata": null}',
     b'{"weight_map": {"\\ud800": "s"}}',  # a lone surrogate: json takes it
     b'{"weight_map": {"\xc3\xa9\\u00e9": "s"}}',
     b'{"weight_map": {"a": "\xff"}}',

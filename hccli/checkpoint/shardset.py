@@ -225,7 +225,7 @@ def _parse_index_fast(raw: bytes, shard_files: list[str] | None = None) -> tuple
     and refuses invalid UTF-8 as json does; metadata, small, goes through the careful path's
     json.loads for its integer rule."""
     decode = _index_decoder()
-    if decode is None:
+    if decode is None or _metadata_may_repeat(raw):
         return None
     if shard_files and len(shard_files) <= MAX_SHARDS:
         # Values checked in C against the files present, and each one the listing's own string
@@ -242,6 +242,18 @@ def _parse_index_fast(raw: bytes, shard_files: list[str] | None = None) -> tuple
     except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError are ValueErrors
         return None
     return doc.weight_map, meta or {}
+
+
+# An escape of a printable ASCII character (json.dumps never writes one): it could spell a key.
+_ESCAPED_ASCII = re.compile(rb"\\u00[2-7]")
+
+
+def _metadata_may_repeat(raw: bytes) -> bool:
+    """Whether "metadata" may be a key more than once. msgspec keeps the last one unread, while the
+    careful path reads every one (and refuses an integer of more than MAX_INT_DIGITS digits in any
+    of them): such an index goes to the careful path. Each weight_map msgspec reads is checked in
+    full, so a repeated weight_map or name needs no test."""
+    return raw.count(b'"metadata"') > 1 or (b"\\u00" in raw and _ESCAPED_ASCII.search(raw) is not None)
 
 
 _INDEX_DECODERS: dict[tuple[str, ...] | None, Callable[[bytes], Any] | None] = {}
