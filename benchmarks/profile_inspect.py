@@ -28,6 +28,8 @@ STEPS = [
     ("hccli.checkpoint.shardset", "parse_index", "index parsed in process (HC_NO_FORK=1; or --verify, index disagreeing)"),
     ("hccli.checkpoint.shardset", "_read_headers", "48 headers, all read here (HC_NO_FORK=1)"),
     ("hccli.checkpoint.shardset", "_read_headers_shared", "48 headers, from both ends (here and the index's child)"),
+    ("hccli.checkpoint.shardset", "_read_one", "  headers read here [calls]"),
+    ("hccli.checkpoint.header_share", "decode_header", "  headers rebuilt from the child's frames [calls]"),
     ("hccli.inspect_report", "open_checkpoint", "open (index + headers + config)"),
     ("hccli.checkpoint.shardset", "Checkpoint.names_unique", "name uniqueness"),
     ("hccli.inspect_report", "totals_from_columns", "totals"),
@@ -47,10 +49,18 @@ STEPS = [
 ]
 
 CHILD = """
-import importlib, json, sys, time
+import dataclasses, importlib, json, sys, time
 t0 = time.perf_counter()
+steps, spent, calls = json.loads(sys.argv[1]), {}, {}
+SETUP = "dataclass and record set-up (all imports)"
+def setup(*a, __f=dataclasses._process_class, **k):  # what @dataclass and @record both go through
+    t = time.perf_counter()
+    try:
+        return __f(*a, **k)
+    finally:
+        spent[SETUP] = spent.get(SETUP, 0.0) + time.perf_counter() - t
+dataclasses._process_class = setup
 import hccli.cli.app as app
-steps, spent = json.loads(sys.argv[1]), {}
 for mod, attr, label in steps:
     owner = importlib.import_module(mod)
     *path, name = attr.split(".")
@@ -62,6 +72,7 @@ for mod, attr, label in steps:
             return __f(*a, **k)
         finally:
             spent[__label] = spent.get(__label, 0.0) + time.perf_counter() - t
+            calls[__label] = calls.get(__label, 0) + 1
     setattr(owner, name, timed)
 spent["start-up (typer, ours, the timed modules)"] = time.perf_counter() - t0
 sys.argv = ["hc", "inspect", *sys.argv[2:]]
@@ -70,7 +81,8 @@ try:
     app.main()
 except SystemExit:
     pass
-spent["whole run after start-up"] = time.perf_counter() - t0
+spent["whole run (start-up included)"] = time.perf_counter() - t0
+spent.update({label + " n": n for label, n in calls.items()})
 sys.stderr.write("\\nPROFILE " + json.dumps(spent) + "\\n")
 """
 
@@ -96,14 +108,18 @@ def main() -> None:
             t = time.perf_counter()
             runs[name].append(child([str(path), *extra]))
             print(f"  {name}: {time.perf_counter() - t:.2f} s", file=sys.stderr)
-    labels = ["start-up (typer, ours, the timed modules)"] + [label for *_, label in STEPS] + ["whole run after start-up"]
+    labels = ["start-up (typer, ours, the timed modules)", "dataclass and record set-up (all imports)"] + \
+        [label for *_, label in STEPS] + ["whole run (start-up included)"]
     print(f"{path}: {args.runs} runs each, medians in ms (in process; steps nest)")
     print(f"{'step':46} " + " ".join(f"{name:>15}" for name in COMMANDS))
     for label in labels:
         cells = []
         for name in COMMANDS:
             values = [r[label] for r in runs[name] if label in r]
-            cells.append(f"{statistics.median(values) * 1e3:15.1f}" if values else f"{'-':>15}")
+            cell = f"{statistics.median(values) * 1e3:.1f}" if values else "-"
+            if values and label.endswith("[calls]"):  # the median number of calls beside the time
+                cell += f" [{statistics.median(r.get(label + ' n', 0) for r in runs[name]):g}]"
+            cells.append(f"{cell:>15}")
         print(f"{label:46} " + " ".join(cells))
     if tmp is not None:
         tmp.cleanup()
