@@ -2,7 +2,10 @@
 
 The contents are written into a temporary sibling (same parent, so the final
 rename is atomic) and renamed into place at the end; any exception, Ctrl-C
-included, removes the temporary directory and leaves the target as it was.
+included, removes the temporary directory and leaves the target as it was; the
+clean-up and the final renames run with Ctrl-C deferred (hccli/interrupts.py),
+so a second Ctrl-C cannot leave a temporary directory behind or the target
+moved aside.
 Replacing an existing target (force) never opens a path inside it: the old
 directory is renamed aside, the new one renamed in, and the old one removed
 with shutil.rmtree, which unlinks symlinks instead of following them.
@@ -20,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from hccli.errors import HcError
+from hccli.interrupts import deferred_sigint
 
 
 def os_error(path: Path | str, doing: str, exc: OSError, then: str = "") -> HcError:
@@ -81,11 +85,13 @@ def staged_directory(target: str | Path, *, force: bool, ours: Callable[[str], b
                       "directory") from None
     except OSError as exc:
         raise os_error(parent, "create the directory", exc) from None
+    tmp: Path | None = None
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=parent))
-    except OSError as exc:
-        raise os_error(parent, "create a temporary directory", exc) from None
-    try:
+        with deferred_sigint():  # made and named as one step: a Ctrl-C cannot fall between them
+            try:
+                tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", suffix=".partial", dir=parent))
+            except OSError as exc:
+                raise os_error(parent, "create a temporary directory", exc) from None
         yield tmp
         try:
             umask = os.umask(0)
@@ -94,9 +100,12 @@ def staged_directory(target: str | Path, *, force: bool, ours: Callable[[str], b
             _fsync_dir(tmp)
         except OSError as exc:
             raise os_error(tmp, "finish the new directory", exc, f"{target} is left as it was") from None
-        _commit(tmp, target, state)
+        with deferred_sigint():  # the renames and the old directory's removal finish once begun
+            _commit(tmp, target, state)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            with deferred_sigint():
+                shutil.rmtree(tmp, ignore_errors=True)
         raise
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 
 # The imports of a start (typer, rich, the command's modules) build ~100k objects that live to
@@ -23,6 +24,7 @@ from typer.core import TyperGroup
 
 from hccli import __version__
 from hccli.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, HcError
+from hccli.interrupts import stop_once
 
 if _gc_on:
     gc.enable()  # a library user's (or a test's) process keeps its GC
@@ -148,6 +150,11 @@ _BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 
 
 def main() -> None:
+    # The first Ctrl-C stops the command (KeyboardInterrupt: its clean-up runs, the boundary
+    # prints one line); later ones are ignored, so they cannot cut that short. A SIGINT the
+    # parent made us ignore (a background job) stays ignored.
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, stop_once)
     # Typer builds every registered command's parameters at each start; a run of
     # one command registers only that one (start-up time), --help and the rest all.
     first = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
@@ -165,6 +172,9 @@ def main() -> None:
         code = done.code
     else:
         code = EXIT_OK
+    # The command is over. Python's teardown puts back the default action of a signal it
+    # handles (the process dies with no exit code of ours) but keeps an ignored one ignored.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         sys.stdout.flush()  # what is still buffered goes now, where a closed pipe can be told apart
     except BrokenPipeError:
