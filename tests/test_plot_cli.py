@@ -150,10 +150,10 @@ def test_run_kernel_never_plots_into_the_checkpoint(mpl, tmp_path):
     for target in (ck / "x.png", tmp_path / "link" / "x.svg"):
         r = run_hc("run-kernel", "--impl", "torch", "--checkpoint", ck, "--layer", "1", "--plot", target)
         assert r.exit_code == 2 and r.stdout == ""  # refused before the kernel ran
-        assert "will not write a plot into the checkpoint directory" in one_line(r)
+        assert "inside the checkpoint directory" in one_line(r)
         assert one_line(r).startswith(f"hc: error: --plot {target}: ")
     assert sorted(p.name for p in ck.iterdir()) == before
-    assert not any(p.name.endswith(".hc-plot") for p in tmp_path.rglob("*"))
+    assert not any(p.name.endswith(".partial") for p in tmp_path.rglob("*"))
 
 
 def test_run_kernel_plot_and_compare_exclude_each_other(tmp_path):

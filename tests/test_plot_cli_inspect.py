@@ -168,8 +168,8 @@ def test_inspect_plot_of_a_hub_repo_names_the_revision(mpl, spy, tmp_path, monke
 @pytest.mark.parametrize("name, words", [
     ("p.pdf", "plot file extension '.pdf' not supported; expected .png or .svg"),
     ("missing/p.png", "does not exist"),
-    ("ck/p.png", "will not write a plot into the checkpoint directory"),
-    ("ck/sub/p.svg", "will not write a plot into the checkpoint directory"),
+    ("ck/p.png", "inside the checkpoint directory"),
+    ("ck/sub/p.svg", "inside the checkpoint directory"),
 ])
 def test_inspect_bad_plot_fails_before_any_work(tmp_path, monkeypatch, name, words):
     ck = tiny(tmp_path / "ck")

@@ -18,6 +18,7 @@ from typing import Any
 
 from hccli.checkpoint.source import SourceError, read_small_file
 from hccli.errors import HcError
+from hccli.safe_write import write_file
 
 COMMIT = re.compile(r"^[0-9a-f]{40}$")
 _MAGIC = b"hccli-cache-1\n"
@@ -86,9 +87,7 @@ class Cache:
         line = json.dumps(meta, sort_keys=True).encode()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f"{path.name}.{os.getpid()}.{id(data)}.tmp")
-            with open(tmp, "xb") as fh:  # x: never through a link planted at the temporary name
-                fh.write(_MAGIC + line + b"\n" + data)
-            os.replace(tmp, path)
-        except OSError:
+            # an entry is checked when read, so it needs no fsync; a link planted at its name is refused
+            write_file(path, lambda fh: fh.write(_MAGIC + line + b"\n" + data), overwrite=True, sync=False)
+        except (OSError, HcError):
             pass  # a cache that cannot be written only costs speed

@@ -48,7 +48,7 @@ def check_plot(value: Path, flag: str = "--plot", forbidden_dir: Optional[object
         check_target(value, forbidden_dir=forbidden_dir)
     except HcError as exc:
         named = clean_text(str(value))
-        what = exc.message if exc.message.startswith(named) else f"{named}: {exc.message}"
+        what = exc.message if exc.message.startswith((named, str(value))) else f"{named}: {exc.message}"
         raise HcError(f"{flag} {what}") from None
 
 
@@ -94,6 +94,7 @@ RolesOpt = Annotated[Optional[list[str]], typer.Option(
     help="window, source, reuse, reindex, compressed, engram, hash, stage.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document for scripts instead of tables.")]
 PlotOpt = Annotated[Optional[Path], typer.Option(
-    "--plot", callback=plot_callback, metavar="FILE", show_default=False,
+    # readable=False: the file is written, never read (click's readable check follows a link)
+    "--plot", callback=plot_callback, metavar="FILE", show_default=False, readable=False,
     help="Also draw a picture into FILE, .png or .svg by its extension (needs matplotlib: "
          "pip install 'hccli\\[plot]').")]

@@ -83,7 +83,8 @@ def run_kernel_cmd(
     eps: EpsOpt = None,
     limit: Annotated[int, typer.Option("--limit", callback=_at_least("--limit", 0), help="Tokens to print "
                                        "(and to draw with --plot: at least 1, at most 8).")] = 4,
-    save: Annotated[Optional[Path], typer.Option("--save", help="Write inputs and outputs as golden vectors "
+    save: Annotated[Optional[Path], typer.Option("--save", readable=False,  # written, never read: safe_write's rules
+                                                 help="Write inputs and outputs as golden vectors "
                                                  "to this .safetensors file.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --save file.")] = False,
     compare: CompareOpt = None,
@@ -129,9 +130,10 @@ def run_kernel_cmd(
 
     source = _source(tokens, seed, mixes, hidden, hidden_file, dim)
     where = _site(checkpoint, layer, site)
+    protect = Path(checkpoint) if checkpoint else None
     if save is not None:
         try:
-            check_save_target(save, force=force, protect=Path(checkpoint) if checkpoint else None)
+            check_save_target(save, force=force, protect=protect)
         except HcError as exc:
             raise HcError(f"--save {exc.message}" + (" (or pass --force)" if "file exists" in exc.message else ""),
                           ) from None
@@ -142,7 +144,7 @@ def run_kernel_cmd(
     inp = prepare(source, site=where, config=config, overrides=Overrides(hc_mult, iters, eps))
     result = run(inp, impl, device)
     if save is not None:
-        save_golden(result, save)
+        save_golden(result, save, force=force, protect=protect)  # checked again as it is written
     if json_out:
         emit_json(result.to_json())
     else:

@@ -11,9 +11,6 @@ that round-trips), and informative "impl", "device", "input", "base_scale",
 from __future__ import annotations
 
 import math
-import os
-import stat
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,46 +27,28 @@ TENSORS = ("mixes", "hc_scale", "hc_base") + OUTPUTS
 
 
 def check_save_target(path: Path, *, force: bool = False, protect: Path | None = None) -> None:
-    """Refuse a golden-vector target before any work is done: inside `protect` (a checkpoint),
-    an existing file without force, anything that is not a regular file, a missing directory."""
-    path = Path(path)
-    if protect is not None and protect.exists():
-        root = protect if protect.is_dir() else protect.parent
-        try:
-            path.resolve().relative_to(root.resolve())
-            raise HcError(f"{path}: inside the checkpoint directory {root}; hc never writes there")
-        except ValueError:
-            pass
-    if path.suffix != ".safetensors":
+    """Refuse a golden-vector target before any work is done: the extension, then safe_write's
+    rules (inside `protect`, a checkpoint; an existing file without force; anything that is not
+    a regular file, a link included; a missing directory)."""
+    from hccli.safe_write import check_target
+
+    if Path(path).suffix != ".safetensors":
         raise HcError(f"{path}: expected a .safetensors file name for the golden vectors")
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        st = None
-    if st is not None:
-        if not stat.S_ISREG(st.st_mode):
-            raise HcError(f"{path}: exists and is not a regular file (a FIFO, link, device or directory?); "
-                          "expected a new file name")
-        if not force:
-            raise HcError(f"{path}: file exists; expected a new file (or overwrite it explicitly)")
-    if not path.parent.is_dir():
-        raise HcError(f"{path}: no directory {path.parent}")
+    check_target(path, overwrite=force, forbidden=protect)
 
 
-def save(path: Path, tensors: dict[str, np.ndarray], meta: dict[str, str]) -> None:
-    """Write through a temporary file in the same directory, then rename: never a half-written file."""
-    from safetensors.numpy import save_file
+def save(path: Path, tensors: dict[str, np.ndarray], meta: dict[str, str], *, force: bool = False,
+         protect: Path | None = None) -> None:
+    """Write the file through safe_write (a fresh temporary beside it, then renamed: never a
+    half-written file, never through a link). The bytes are safetensors' own serializer's, in
+    memory: the arrays are bounded by kernels/limits.py, so the file is too."""
+    from safetensors.numpy import save as serialize
 
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".partial", dir=path.parent)
-    os.close(fd)
-    try:
-        save_file({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in tensors.items()}, tmp,
-                  metadata={"format": FORMAT, **meta})
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise HcError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    from hccli.safe_write import write_file
+
+    data = serialize({k: np.ascontiguousarray(v, dtype=np.float32) for k, v in tensors.items()},
+                     metadata={"format": FORMAT, **meta})
+    write_file(path, lambda fh: fh.write(data), overwrite=force, forbidden=protect)
 
 
 @dataclass(frozen=True)

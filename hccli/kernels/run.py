@@ -277,7 +277,7 @@ def run(inp: RunInput, impl: str = "auto", device: str | None = None) -> RunResu
     )
 
 
-def save_golden(result: RunResult, path: Path) -> None:
+def save_golden(result: RunResult, path: Path, *, force: bool = False, protect: Path | None = None) -> None:
     """Inputs and outputs as golden vectors for ports: one .safetensors file (golden.py has the format)."""
     from hccli.kernels import golden
 
@@ -288,4 +288,4 @@ def save_golden(result: RunResult, path: Path) -> None:
     meta = {"impl": result.impl, "device": result.device, "hc_mult": str(p.hc_mult),
             "sinkhorn_iters": str(p.iters), "eps": repr(float(p.eps)), "input": inp.provenance,
             "base_scale": inp.params_provenance, "producer": "hccli run-kernel"}
-    golden.save(path, tensors, meta)
+    golden.save(path, tensors, meta, force=force, protect=protect)

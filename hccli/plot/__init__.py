@@ -9,7 +9,6 @@ defaults for the duration of one figure, so the same data gives the same bytes.
 
 from __future__ import annotations
 
-import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -83,62 +82,33 @@ def clean_text(text: str, limit: int = _TEXT_LIMIT) -> str:
     return cleaned if len(cleaned) <= limit else cleaned[: limit - 1] + "\u2026"
 
 
-def _inside(path: Path, directory: Path) -> bool:
-    try:
-        path.relative_to(directory)
-    except ValueError:
-        return False
-    return True
-
-
-def _checkpoint_root(checkpoint: str | Path) -> Path | None:
-    # a single-file checkpoint's folder is its directory (as for run-kernel --save); a hub name
-    # (hf://org/name) is no local path and guards nothing here
-    p = Path(checkpoint)
-    if p.is_dir():
-        return p.resolve()
-    return p.resolve().parent if p.exists() else None
-
-
 def check_target(path: str | Path, *, forbidden_dir: str | Path | None = None) -> tuple[Path, str]:
-    """(resolved path, format) of a plot file that can be written, or the HcError that says why
-    not: the extension, matplotlib, the checkpoint directory, the folder. Cheap, so that a
+    """(absolute path, format) of a plot file that can be written, or the HcError that says why
+    not: the extension, matplotlib, then safe_write's rules (a new or regular file, not through a
+    link, not in the checkpoint directory forbidden_dir, an existing folder). Cheap, so that a
     command calls it before it does any work."""
-    path = Path(path)
+    from hccli.safe_write import check_target as check_file
+
     fmt = plot_format(path)
     require_matplotlib()
-    target = path.resolve()
-    forbidden = _checkpoint_root(forbidden_dir) if forbidden_dir is not None else None
-    if forbidden is not None and _inside(target, forbidden):
-        raise HcError(f"{clean_text(str(path))}: will not write a plot into the checkpoint directory "
-                      f"{clean_text(str(forbidden_dir))}; choose a file elsewhere")
-    if target.is_dir():
-        raise HcError(f"{clean_text(str(path))}: is a directory; expected a .{fmt} file name")
-    if not target.parent.is_dir():
-        raise HcError(f"{clean_text(str(path))}: directory {clean_text(str(target.parent))} does not exist")
-    return target, fmt
+    return check_file(path, overwrite=True, forbidden=forbidden_dir), fmt
 
 
 def save_figure(fig: Any, path: str | Path, *, forbidden_dir: str | Path | None = None) -> Path:
     """Write the figure as PNG or SVG (by extension) with no dates or software names in
-    it, so that the same figure gives the same bytes. Refuses to write inside
-    forbidden_dir (a checkpoint directory). The file appears whole or not at all."""
-    target, fmt = check_target(path, forbidden_dir=forbidden_dir)
-    parent = target.parent
+    it, so that the same figure gives the same bytes, through safe_write (whole or not at
+    all, never through a link, never inside forbidden_dir, a checkpoint directory)."""
+    from hccli.safe_write import write_file
+
+    _, fmt = check_target(path, forbidden_dir=forbidden_dir)
     metadata = {"Software": None} if fmt == "png" else {"Date": None, "Creator": None}
     mpl = require_matplotlib()
-    # beside the target, so that the rename is atomic; opened with the user's umask, unlike mkstemp
-    tmp = parent / f".{target.name}.{os.getpid()}.hc-plot"
-    try:
-        with open(tmp, "wb") as fh, mpl.rc_context({"svg.hashsalt": "hccli", "svg.fonttype": "path"}):
+
+    def fill(fh: Any) -> None:
+        with mpl.rc_context({"svg.hashsalt": "hccli", "svg.fonttype": "path"}):
             fig.savefig(fh, format=fmt, dpi=DPI, metadata=metadata)
-        os.replace(tmp, target)
-    except OSError as e:
-        raise HcError(f"{clean_text(str(path))}: cannot write the plot: {clean_text(e.strerror or str(e))}") from e
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-    return target
+
+    return write_file(path, fill, overwrite=True, forbidden=forbidden_dir)
 
 
 def write_plot(path: str | Path, draw: Callable[..., Drawn], data: Any, *,
