@@ -33,8 +33,8 @@ from hccli.atomic_dir import os_error
 from hccli.errors import HcError
 from hccli.interrupts import deferred_sigint
 
-_TMP_TRIES = 100  # names are 64 random bits: a collision means someone is planting files
-_MAX_DEPTH = 4096  # directories walked up from the target's folder, looking for the checkpoint
+TMP_TRIES = 100  # names are 64 random bits: a collision means someone is planting files
+MAX_WALK = 4096  # directories walked up from the target's folder, looking for the checkpoint
 # walking up needs no permission to read a directory where O_PATH exists (Linux)
 _UP_FLAGS = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY
 _KINDS = ((stat.S_ISLNK, "symbolic link"), (stat.S_ISDIR, "directory"), (stat.S_ISFIFO, "FIFO"),
@@ -83,7 +83,8 @@ def write_file(path: str | Path, fill: Callable[[BinaryIO], object], *, overwrit
         try:
             with deferred_sigint():  # made and named as one step: a Ctrl-C cannot fall between them
                 fd, tmp = _create_temporary(dfd, name)
-            with os.fdopen(fd, "wb") as fh:
+                fh = os.fdopen(fd, "wb")
+            with fh:
                 fill(fh)
                 fh.flush()
                 if sync:
@@ -140,7 +141,7 @@ def _refuse_inside(shown: str | Path, dfd: int | None, parent: Path, root: Path 
 def _below(dfd: int, guarded: tuple[int, int]) -> bool:
     cur = os.dup(dfd)
     try:
-        for _ in range(_MAX_DEPTH):
+        for _ in range(MAX_WALK):
             here = os.fstat(cur)
             if (here.st_dev, here.st_ino) == guarded:
                 return True
@@ -150,7 +151,7 @@ def _below(dfd: int, guarded: tuple[int, int]) -> bool:
             there = os.fstat(cur)
             if (there.st_dev, there.st_ino) == (here.st_dev, here.st_ino):
                 return False  # the file system's root
-        return False
+        raise OSError(errno.ELOOP, "too many folders above the target")  # the resolved path decides
     finally:
         os.close(cur)
 
@@ -176,13 +177,13 @@ def _refuse_existing(shown: str | Path, dfd: int, name: str, overwrite: bool) ->
 
 def _create_temporary(dfd: int, name: str) -> tuple[int, str]:
     flags = os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
-    for _ in range(_TMP_TRIES):
+    for _ in range(TMP_TRIES):
         tmp = f".{name[:40]}.{os.urandom(8).hex()}.partial"  # short: within NAME_MAX for any target
         try:
             return os.open(tmp, flags, 0o666, dir_fd=dfd), tmp  # 0o666: the user's umask decides, as for any file
         except FileExistsError:
             continue
-    raise FileExistsError(errno.EEXIST, f"no free temporary name after {_TMP_TRIES} tries")
+    raise FileExistsError(errno.EEXIST, f"no free temporary name after {TMP_TRIES} tries")
 
 
 def _publish(shown: str | Path, dfd: int, tmp: str, name: str, overwrite: bool) -> bool:

@@ -256,3 +256,21 @@ def test_a_concurrent_attacker_never_gets_a_write_through_a_link(tmp_path, victi
         attacker.join()
     assert victim.read_bytes() == b"precious" and leftovers(tmp_path) == []
     assert outcomes  # the loop ran; which outcomes the race gave varies with the scheduler
+
+
+def test_temporary_names_are_tried_a_bounded_number_of_times(tmp_path, monkeypatch):
+    fixed = bytes(8)
+    (tmp_path / f".out.png.{fixed.hex()}.partial").symlink_to(tmp_path / "nowhere")
+    draws = []
+    monkeypatch.setattr(safe_write.os, "urandom", lambda n: draws.append(n) or fixed)
+    with pytest.raises(HcError, match=f"no free temporary name after {safe_write.TMP_TRIES} tries"):
+        write_file(tmp_path / "out.png", put(), overwrite=True)
+    assert len(draws) == safe_write.TMP_TRIES and not (tmp_path / "out.png").exists()
+
+
+def test_a_walk_up_cut_short_falls_back_to_the_resolved_path(tmp_path, monkeypatch):
+    ck = tmp_path / "ck"
+    (ck / "a" / "b").mkdir(parents=True)
+    monkeypatch.setattr(safe_write, "MAX_WALK", 1)
+    refused(ck / "a" / "b" / "p.png", "inside the checkpoint directory", forbidden=ck)
+    write_file(tmp_path / "p.png", put(), overwrite=True, forbidden=ck)
