@@ -16,19 +16,23 @@ absent; unknown keys are tolerated. Every error names the file and the key.
 from __future__ import annotations
 
 from dataclasses import field
-from typing import Any
+from typing import Any, Callable
 from pathlib import Path
 
 from hccli import config_bounds as bounds
 from hccli.config_family import check_named_family, family
 from hccli.config_keys import KeySpace
 from hccli.config_layers import layer_lists
-from hccli.config_read import decode_json, read_config_bytes
+from hccli.config_read import ConfigError, as_config_error, decode_json, read_config_bytes
 from hccli.errors import HcError
 from hccli.record import record
-from hccli.vocab import mix_width
+from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_SINKHORN_ITERS, mix_width
 
 BUNDLED_DEFAULT = "deepseek-v4.1-flash.json"
+# What a checkpoint is read with when its config.json cannot be used. Nothing of such a file is
+# taken (not even the keys that did check out: they were written with the one that did not).
+USED_INSTEAD = ("the checkpoint's tensor shapes and metadata, else the reference defaults "
+                f"({DEFAULT_SINKHORN_ITERS} Sinkhorn iterations, eps {DEFAULT_HC_EPS:g})")
 
 
 @record
@@ -103,6 +107,42 @@ class ModelConfig:
         return tuple(f"mtp.{s}" for s in range(self.n_stages))
 
 
+@record
+class ConfigUnusable:
+    """The config.json beside a checkpoint, set aside: the file, the key as the file spells it
+    ("" where the file as a whole is the problem), what was expected, what it holds, what is used
+    instead, and all of it as the one line every command shows."""
+
+    file: str
+    key: str
+    expected: str
+    got: str
+    used_instead: str
+    line: str
+
+
+def config_unusable(exc: HcError, file: str) -> ConfigUnusable:
+    e = as_config_error(exc, file)
+    line = f"config.json not used: {e.file}: {e.detail}; used instead of all its values: {USED_INSTEAD}"
+    return ConfigUnusable(e.file, e.key, e.expected, e.got, USED_INSTEAD, line)
+
+
+def read_checkpoint_config(read: Callable[[], bytes | None], file: str
+                           ) -> tuple[ModelConfig | None, ConfigUnusable | None, dict | None]:
+    """The one reading of the config.json beside a checkpoint: (its ModelConfig, or else the note
+    that sets it aside, both None where there is no such file; and the decoded object where it was
+    used, which tells a transformers save from a prefixed release). A checkpoint is read without a
+    config it cannot use; a config the user names is load_config's, and an error."""
+    try:
+        raw = read()
+        if raw is None:
+            return None, None, None
+        data = decode_json(raw, file)
+        return config_from_data(data, file), None, data
+    except HcError as exc:
+        return None, config_unusable(exc, file), None
+
+
 def bundled_config_path(name: str = BUNDLED_DEFAULT) -> Path:
     # a plain package path (not importlib.resources, which costs start-up time):
     # sample_configs/ ships as the package hccli.sample_configs
@@ -113,13 +153,20 @@ def bundled_config_path(name: str = BUNDLED_DEFAULT) -> Path:
 
 def load_config(path: str | Path | None = None) -> ModelConfig:
     """Read and validate a config file (default: the bundled V4.1-Flash config)."""
+    return load_config_data(path)[0]
+
+
+def load_config_data(path: str | Path | None = None) -> tuple[ModelConfig, dict]:
+    """load_config's ModelConfig, and the decoded object it came from."""
     p = Path(path) if path is not None else bundled_config_path()
     if p.is_dir():
         if (p / "config.json").exists():
             p = p / "config.json"
         else:
-            raise HcError(f"{p}: is a directory without a config.json; expected a config.json file")
-    return parse_config(read_config_bytes(p), str(p))
+            raise ConfigError(str(p), "is a directory without a config.json; expected a config.json file",
+                              expected="a config.json file", got="a directory")
+    data = decode_json(read_config_bytes(p), str(p))
+    return config_from_data(data, str(p)), data
 
 
 def parse_config(raw: bytes | str, source: str) -> ModelConfig:
@@ -180,7 +227,7 @@ def from_mapping(data: dict, source: str) -> ModelConfig:
     check_named_family(ks)
     for key in bounds.REQUIRED:
         if not ks.has(key):
-            raise HcError(f"{source}: key '{ks.where(key)}' is missing; expected an integer")
+            raise ks.missing(key)
     family_name = family(ks)
     s = {key: _scalar(ks, key) for key in bounds.SCALARS if key not in bounds.OPTIONAL}
     stage_experts = (_scalar(ks, "dspark_n_routed_experts") if ks.has("dspark_n_routed_experts")

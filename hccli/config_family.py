@@ -11,7 +11,7 @@ made-up defaults.
 from __future__ import annotations
 
 from hccli.config_keys import KeySpace, shown
-from hccli.errors import HcError
+from hccli.config_read import ConfigError
 
 HC_MODEL_TYPES = ("deepseek_v4",)  # prefixes: deepseek_v4, deepseek_v41, deepseek_v41_text, ...
 HC_ARCHITECTURES = ("DeepseekV4",)  # prefixes: DeepseekV4ForCausalLM, DeepseekV41ForCausalLM, ...
@@ -31,15 +31,17 @@ def _names(ks: KeySpace) -> tuple[list[str], list[str]]:
     return model_types, architectures
 
 
-def _not_hc(ks: KeySpace, model_types: list[str], architectures: list[str], why: str) -> HcError:
+def _not_hc(ks: KeySpace, model_types: list[str], architectures: list[str], why: str) -> ConfigError:
     named = []
     if model_types:
         named.append("model_type " + "/".join(shown(m) for m in model_types))
     if architectures:
         named.append("architectures " + ", ".join(shown(a) for a in architectures[:4]))
     what = " and ".join(named) if named else why
-    return HcError(f"{ks.source}: {what}: not a model family with hyper-connections; "
-                   "expected a DeepSeek-V4-family config (model_type deepseek_v4 or deepseek_v41)")
+    expected = "a DeepSeek-V4-family config (model_type deepseek_v4 or deepseek_v41)"
+    key = ks.where("model_type") if model_types else "architectures" if architectures else ks.where("hc_mult")
+    return ConfigError(ks.source, f"{what}: not a model family with hyper-connections; expected {expected}",
+                       key=key, expected=expected, got=what)
 
 
 def check_named_family(ks: KeySpace) -> None:

@@ -18,11 +18,11 @@ figures and inventory. `transformers_params` is transformers' own count,
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from hccli.errors import HcError
+from hccli.config_keys import shown
+from hccli.config_read import ConfigError
 from hccli.record import record
 
 LAYER_TYPE_RATIO_KEYS = ("compressed_sparse_attention", "heavily_compressed_attention")
@@ -37,9 +37,8 @@ def is_transformers_config(data: Mapping[str, Any]) -> bool:
     return isinstance(data, Mapping) and "layer_types" in data and "compress_ratios" not in data
 
 
-def _fail(source: str, key: str, expected: str, got: Any = ...) -> HcError:
-    shown = "" if got is ... else f", got {json.dumps(got)[:60]}"
-    return HcError(f"{source}: key '{key}': expected {expected}{shown}")
+def _fail(source: str, key: str, expected: str, got: Any = ...) -> ConfigError:
+    return ConfigError.at(source, key, expected, "" if got is ... else shown(got))
 
 
 def _int(source: str, data: Mapping[str, Any], key: str, default: int | None = None, minimum: int = 0) -> int:
@@ -115,7 +114,8 @@ def release_config_from_transformers(data: Mapping[str, Any], source: str = "con
     """A transformers-written DeepseekV4 config dict -> the release hub-style dict.
     Keys transformers keeps under the release's name pass through unchanged."""
     if not isinstance(data, Mapping):
-        raise HcError(f"{source}: top level is a JSON {type(data).__name__}; expected an object")
+        raise ConfigError(source, f"top level is a JSON {type(data).__name__}; expected an object",
+                          expected="a JSON object", got=f"a JSON {type(data).__name__}")
     n_layers = _int(source, data, "num_hidden_layers", minimum=1)
     out = {k: v for k, v in data.items() if k not in _CONSUMED}
     dspark = data.get("dspark_target_layer_ids")

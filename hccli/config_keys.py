@@ -13,8 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hccli.config_read import Unusable
-from hccli.errors import HcError
+from hccli.config_read import ConfigError, Unusable
 
 # hub key -> inference key, for the language settings
 HUB_KEYS = {
@@ -87,7 +86,7 @@ class KeySpace:
     def _section(self, key: str) -> dict[str, Any] | None:
         section = self.data.get(key)
         if section is not None and not isinstance(section, dict):
-            raise HcError(f"{self.source}: key '{key}': expected an object, got {type(section).__name__}")
+            raise ConfigError.at(self.source, key, "an object", type(section).__name__)
         return section
 
     def _take(self, mapping: dict[str, Any], prefix: str, renames: dict[str, str], only_renamed: bool = False):
@@ -108,10 +107,14 @@ class KeySpace:
             return key
         return ("text_config." if self.text is not None else "") + _HUB_NAME.get(key, key)
 
-    def fail(self, key: str, expected: str, got: Any = ..., index: int | None = None) -> HcError:
+    def fail(self, key: str, expected: str, got: Any = ..., index: int | None = None) -> ConfigError:
         at = f"[{index}]" if index is not None else ""
-        tail = "" if got is ... else f", got {shown(got)}"
-        return HcError(f"{self.source}: key '{self.where(key)}{at}': expected {expected}{tail}")
+        return ConfigError.at(self.source, f"{self.where(key)}{at}", expected, "" if got is ... else shown(got))
+
+    def missing(self, key: str) -> ConfigError:
+        where = self.where(key)
+        return ConfigError(self.source, f"key '{where}' is missing; expected an integer", key=where,
+                           expected="an integer", got="nothing")
 
     # ---- typed access -----------------------------------------------------------------------
 
@@ -126,7 +129,7 @@ class KeySpace:
         v = self.values.get(key)
         if v is None:
             if default is None:
-                raise HcError(f"{self.source}: key '{self.where(key)}' is missing; expected an integer")
+                raise self.missing(key)
             return default
         if isinstance(v, float) and v.is_integer():
             # 4.0 is 4; 1e300 is reported against its bound, never turned into a 301-digit int

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from hccli.config_bounds import COMPRESS_RATIO, ENGRAM_ROWS, MAX_LAYERS, MAX_STAGES, SCALARS
 from hccli.config_keys import KeySpace
-from hccli.errors import HcError
+from hccli.config_read import ConfigError
 from hccli.record import record
 
 
@@ -52,8 +52,9 @@ def _layer_ids(ks: KeySpace, key: str, n_layers: int) -> tuple[int, ...]:
     ids = ks.int_list(key, 0, MAX_LAYERS, "hc's bound on layers", max_len=n_layers)
     for i, x in enumerate(ids):
         if x >= n_layers:
-            raise HcError(f"{ks.source}: key '{ks.where(key)}[{i}]': layer {x} out of range; "
-                          f"expected 0..{n_layers - 1}")
+            raise ConfigError(ks.source, f"key '{ks.where(key)}[{i}]': layer {x} out of range; "
+                              f"expected 0..{n_layers - 1}", key=f"{ks.where(key)}[{i}]",
+                              expected=f"a layer 0..{n_layers - 1}", got=str(x))
     if len(set(ids)) != len(ids):
         raise ks.fail(key, "distinct layer ids", list(ids))
     return tuple(sorted(ids))
@@ -70,8 +71,9 @@ def layer_lists(ks: KeySpace, n_layers: int) -> LayerLists:
     _layer_ids(ks, "dspark_target_layer_ids", n_layers)
     for i, layer in enumerate(kv_sources):
         if ratios[layer] == 0:
-            raise HcError(f"{ks.source}: key '{ks.where('kv_source_layers')}[{i}]': layer {layer} has compress "
-                          "ratio 0; expected a compressed layer")
+            where = f"{ks.where('kv_source_layers')}[{i}]"
+            raise ConfigError(ks.source, f"key '{where}': layer {layer} has compress ratio 0; expected a compressed "
+                              "layer", key=where, expected="a compressed layer", got=f"layer {layer}, ratio 0")
     if kv_sources:
         first_compressed = next((i for i in range(n_layers) if ratios[i] > 0), None)
         if first_compressed is not None and first_compressed < kv_sources[0]:

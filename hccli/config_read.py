@@ -15,11 +15,28 @@ import math
 from pathlib import Path
 from typing import Any
 
-from hccli.checkpoint.source import read_small_file
+from hccli.checkpoint.source import SourceError, read_small_file
 from hccli.errors import HcError
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # 1000x the largest published config
 MAX_INT_DIGITS = 30  # any bound a config key has fits in far fewer digits
+
+
+class ConfigError(HcError):
+    """A config file that cannot be used, as one line and in parts: the file, the key as the file
+    spells it ("" where the file as a whole is the problem), what was expected and what it holds.
+    The parts let a checkpoint's config.json be set aside with a note that says the same everywhere."""
+
+    def __init__(self, file: str, detail: str, *, key: str = "", expected: str = "", got: str = ""):
+        super().__init__(f"{file}: {detail}")
+        self.file, self.detail, self.key, self.expected, self.got = file, detail, key, expected, got
+
+    @classmethod
+    def at(cls, file: str, key: str, expected: str, got: str = "") -> ConfigError:
+        """The usual form: key 'K': expected E, got G."""
+        return cls(file, f"key '{key}': expected {expected}" + (f", got {got}" if got else ""),
+                   key=key, expected=expected, got=got)
+
 
 class Unusable:
     """A JSON number no config key can take: kept so that the key it sits under is named."""
@@ -35,10 +52,22 @@ class Unusable:
 def read_config_bytes(path: Path) -> bytes:
     """The bytes of a regular file of at most MAX_CONFIG_BYTES; anything else is an HcError
     (the store's capped, non-blocking small-file read: a FIFO is refused, not waited on)."""
-    raw = read_small_file(path, MAX_CONFIG_BYTES, "a model config.json")
+    try:
+        raw = read_small_file(path, MAX_CONFIG_BYTES, "a model config.json")
+    except SourceError as exc:
+        raise as_config_error(exc, str(path)) from None
     if raw is None:
-        raise HcError(f"{path}: no such file; expected a model config.json")
+        raise ConfigError(str(path), "no such file; expected a model config.json", expected="a model config.json")
     return raw
+
+
+def as_config_error(exc: HcError, file: str) -> ConfigError:
+    """A store's refusal of the file (not a regular file, too large, unreadable) in a config's parts;
+    its message is kept as the store said it."""
+    if isinstance(exc, ConfigError):
+        return exc
+    detail = exc.message[len(file) + 2:] if exc.message.startswith(file + ": ") else exc.message
+    return ConfigError(file, detail, expected=f"a readable regular file of at most {MAX_CONFIG_BYTES:,} bytes")
 
 
 def _reject_constant(name: str) -> Any:
@@ -57,18 +86,23 @@ def _float(text: str) -> Any:
 
 
 def decode_json(raw: bytes | str, source: str) -> dict[str, Any]:
-    """The top-level object of a JSON config; malformed or hostile JSON is an HcError."""
+    """The top-level object of a JSON config; malformed or hostile JSON is a ConfigError."""
     if len(raw) > MAX_CONFIG_BYTES:
-        raise HcError(f"{source}: {len(raw):,} bytes; a config.json is at most {MAX_CONFIG_BYTES:,} bytes here")
+        raise ConfigError(source, f"{len(raw):,} bytes; a config.json is at most {MAX_CONFIG_BYTES:,} bytes here",
+                          expected=f"at most {MAX_CONFIG_BYTES:,} bytes", got=f"{len(raw):,} bytes")
     try:
         text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
         data = json.loads(text, parse_constant=_reject_constant, parse_int=_int, parse_float=_float)
     except UnicodeDecodeError as exc:
-        raise HcError(f"{source}: not UTF-8 text (byte {exc.start}); expected a JSON config") from None
+        raise ConfigError(source, f"not UTF-8 text (byte {exc.start}); expected a JSON config",
+                          expected="UTF-8 JSON text", got=f"a byte not UTF-8 at {exc.start}") from None
     except RecursionError:
-        raise HcError(f"{source}: JSON nested too deeply; expected a model config.json (a few levels deep)") from None
+        raise ConfigError(source, "JSON nested too deeply; expected a model config.json (a few levels deep)",
+                          expected="JSON a few levels deep", got="JSON nested too deeply") from None
     except (json.JSONDecodeError, ValueError) as exc:
-        raise HcError(f"{source}: not valid JSON ({exc}); expected a model config.json") from None
+        raise ConfigError(source, f"not valid JSON ({exc}); expected a model config.json",
+                          expected="valid JSON", got=f"not valid JSON ({exc})") from None
     if not isinstance(data, dict):
-        raise HcError(f"{source}: top level is a JSON {type(data).__name__}; expected an object")
+        raise ConfigError(source, f"top level is a JSON {type(data).__name__}; expected an object",
+                          expected="a JSON object", got=f"a JSON {type(data).__name__}")
     return data

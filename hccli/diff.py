@@ -17,12 +17,13 @@ reference). NaN equals NaN at the same place. Nothing here prints.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
 from hccli import dialects as D
+from hccli.config import ConfigUnusable
 from hccli.errors import HcError
 from hccli.hc_view import HcTensor, HcView, OtherTensor, component_of, read_both
 from hccli.inventory import COMPONENTS
@@ -123,7 +124,8 @@ class DiffReport:
     values: tuple[ValueRow, ...] | None
     bytes_read_a: int
     bytes_read_b: int
-    notes: tuple[str, ...] = field(default=())
+    config_note_a: ConfigUnusable | None = None  # a config.json beside A or B, set aside
+    config_note_b: ConfigUnusable | None = None
 
     @property
     def hc_ok(self) -> bool:
@@ -383,8 +385,8 @@ def build_diff(a: HcView, b: HcView, *, atol: float = 0.0, rtol: float = 0.0, to
     rows = compare_hc(a, b, atol=atol, rtol=rtol, tokens=tokens, seed=seed, progress=progress)
     only_a, only_b, changed, comps = compare_inventory(a, b)
     values = compare_values(a, b, atol=atol, rtol=rtol, progress=progress) if values_all else None
-    notes = tuple(n for n in (a.config_note and f"A: {a.config_note}", b.config_note and f"B: {b.config_note}") if n)
     model = {"hc_mult": a.model.hc_mult or b.model.hc_mult, "n_layers": a.model.n_layers or b.model.n_layers,
              "dim": a.model.dim or b.model.dim, "source_a": a.model.source, "source_b": b.model.source}
     return DiffReport(a.label, b.label, a.dialect.dialect, b.dialect.dialect, model, atol, rtol, tokens, seed,
-                      tuple(rows), only_a, only_b, changed, comps, values, a.bytes_read, b.bytes_read, notes)
+                      tuple(rows), only_a, only_b, changed, comps, values, a.bytes_read, b.bytes_read,
+                      a.config_note, b.config_note)

@@ -27,6 +27,7 @@ from hccli.checkpoint.values import (
     iter_tensor_chunks,
     read_tensor_bytes,
 )
+from hccli.config import ConfigUnusable
 from hccli.errors import HcError
 from hccli.vocab import (
     BACKBONE,
@@ -126,7 +127,7 @@ class HcView:
     norm_eps: float
     hc: dict[str, HcTensor]
     others: list[OtherTensor]
-    config_note: str = ""
+    config_note: ConfigUnusable | None = None  # the config.json beside it, set aside
     remote: bool = False  # each read is a round trip: worth overlapping
     counter: list[int] = field(default_factory=lambda: [0])
     _chunks: Callable[[str], Iterator[np.ndarray] | None] | None = field(default=None, repr=False)
@@ -193,25 +194,6 @@ def read_both(a: HcView, b: HcView, groups: Iterable[list[HcName]]) -> Iterator[
             yield ahead.popleft().result()
 
 
-# --- configs ----------------------------------------------------------------------------
-
-def _read_config(path: Path, explicit: bool) -> tuple[Any, dict | None, str]:
-    """(ModelConfig or None, the raw dict or None, a note when it could not be used)."""
-    from hccli.config import config_from_data
-    from hccli.config_read import decode_json, read_config_bytes
-
-    try:
-        # the config loader's own bounded, non-blocking read and decode; the raw dict is kept
-        # because it tells a transformers save from a prefixed release
-        data = decode_json(read_config_bytes(path), str(path))
-        return config_from_data(data, str(path)), data if isinstance(data, dict) else None, ""
-    except (OSError, ValueError, RecursionError, HcError) as exc:
-        if explicit:
-            raise HcError(getattr(exc, "message", None) or f"{path}: cannot read config ({one_line(str(exc))})") \
-                from None
-        return None, None, f"config.json not used: {one_line(getattr(exc, 'message', str(exc)))}"
-
-
 def _from_shapes(hc: dict[str, HcTensor]) -> ModelShape:
     fn = next((t for t in hc.values() if t.hc.part == "fn" and t.hc.site != "head" and len(t.shape) == 2), None)
     layers = [t.hc.num for t in hc.values() if t.hc.kind == BACKBONE]
@@ -271,21 +253,16 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
     from hccli.checkpoint import hc as H
     from hccli.checkpoint.shardset import open_checkpoint
 
-    ckpt = open_checkpoint(str(path))  # config read below, in every style transformers writes too
+    ckpt = open_checkpoint(str(path), config=config)
     gguf = any(H.is_gguf(s) for s in ckpt.shards)
-    cfg, raw_cfg, note = None, None, ""
-    cfg_path = Path(config) if config is not None else ckpt.root / "config.json"
-    if config is not None or (not gguf and ckpt.remote is None and cfg_path.is_file()):
-        cfg, raw_cfg, note = _read_config(cfg_path, config is not None)
-    elif ckpt.remote is not None and not gguf:
-        cfg = ckpt.config
+    cfg = ckpt.config
     label, arch, settings = ckpt.label, "", {}
     if gguf:
         _whole_gguf(ckpt)
         label = _gguf_label(ckpt)
         arch = H.gguf_architecture(ckpt)
         settings = H.gguf_settings(ckpt)
-    detection = H.dialect_of(ckpt, raw_cfg)
+    detection = H.dialect_of(ckpt, ckpt.config_data)
     counter = [0]
 
     def reader(site, part: str) -> Callable[[], np.ndarray]:
@@ -338,7 +315,7 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
             raise HcError(f"{label}: key '{arch}.hyper_connection.sinkhorn_iterations' is "
                           f"{one_line(repr(iters), 60)}; expected an integer 1..1000")
     return HcView(label, "gguf" if gguf else "safetensors", detection, model, n_stages, iters, eps, norm_eps, hc,
-                  others, note, ckpt.remote is not None, counter, chunks)
+                  others, ckpt.config_note, ckpt.remote is not None, counter, chunks)
 
 
 def _chunks(ckpt, stored: str, counter: list[int]) -> Iterator[np.ndarray] | None:

@@ -24,6 +24,7 @@ from hccli.checkpoint.hc import (
 )
 from hccli.checkpoint.header import Columns
 from hccli.checkpoint.shardset import Checkpoint, open_checkpoint
+from hccli.config import ConfigUnusable
 from hccli.dialects import DESCRIPTIONS, canonical_name
 from hccli.errors import HcError
 from hccli.inspect_tree import (
@@ -146,6 +147,7 @@ class InspectDocument:
     kind: str
     dialect: DialectInfo
     config: str | None
+    config_note: ConfigUnusable | None  # the config.json beside it, set aside
     gguf: GgufInfo | None
     shards: int
     tensors: int
@@ -291,7 +293,7 @@ class InspectReport:
             path=c.label,
             kind=c.kind,
             dialect=self.dialect_info(),
-            config=c.config.source if c.config else None,
+            config=c.config.source if c.config else None, config_note=c.config_note,
             gguf=self.gguf_info(),
             shards=len(c.shards),
             tensors=self.n_tensors,

@@ -253,7 +253,7 @@ def test_oversized_config_is_not_read_whole(tiny, tmp_path, monkeypatch):
 
     monkeypatch.setattr(config_read, "MAX_CONFIG_BYTES", 100)  # the config loader's cap, shared by diff
     with open_view(tiny) as v:
-        assert v.model.source == "tensor shapes" and "at most 100 bytes" in v.config_note
+        assert v.model.source == "tensor shapes" and "at most 100 bytes" in v.config_note.line
         assert (v.model.hc_mult, v.model.n_layers, v.model.dim) == (4, 6, 64)
 
 

@@ -171,3 +171,52 @@ def test_safetensors_tensor_beyond_the_bound_is_not_read(tmp_path):
         f.write(header_bytes([("mixes", "F32", (rows, 24), rows * 24 * 4)], {}))
         f.truncate(f.tell() + rows * 24 * 4)  # sparse
     refused("--mixes", p, words=["big.safetensors", f"at most {MAX_ELEMENTS:,}"])
+
+
+@pytest.fixture(scope="module")
+def tiny_release(tmp_path_factory):
+    from ckpt_tools import tiny
+
+    return tiny(tmp_path_factory.mktemp("release") / "ck")
+
+
+def _drop_from_release(tmp_path, release, drop: str):
+    """A copy of a tiny release checkpoint (make-checkpoint) whose shard holding `drop` is written
+    again by safetensors' own serializer without it, and whose index no longer names it."""
+    from ckpt_tools import copy, edit_index, shard_of
+    from safetensors.torch import load_file, save_file
+
+    ck = copy(release, tmp_path / "ck")
+    shard = shard_of(ck, drop)
+    tensors = load_file(str(shard))
+    del tensors[drop]
+    save_file(tensors, str(shard), metadata={"format": "pt"})
+    edit_index(ck, lambda doc: doc["weight_map"].pop(drop))
+    return ck, drop
+
+
+def _drop_from_gguf(tmp_path, drop: str):
+    """A GGUF written by gguf-py's GGUFWriter holding every HC tensor of the tiny V4 but `drop`."""
+    from gguf_fixtures import hc_values, write_gguf
+
+    values = hc_values()
+    del values[drop]
+    return write_gguf(tmp_path / "m.gguf", values), {"base": "blk.1.hc_{s}_base.weight",
+                                                      "scale": "blk.1.hc_{s}_scale.weight"}
+
+
+@pytest.mark.parametrize("fmt", ["safetensors", "gguf"])
+@pytest.mark.parametrize("site", ["attn", "ffn"])
+@pytest.mark.parametrize("part", ["base", "scale"])
+def test_site_without_base_or_scale_is_named(tmp_path, tiny_release, fmt, site, part):
+    # the site is still found (its fn and the other part are there); the missing tensor is named
+    canonical = f"layers.1.hc_{site}_{part}"
+    if fmt == "safetensors":
+        ck, stored = _drop_from_release(tmp_path, tiny_release, canonical)
+    else:
+        ck, spelled = _drop_from_gguf(tmp_path, canonical)
+        stored = spelled[part].format(s=site)
+    for extra in ([], ["--hidden"]):
+        refused("--checkpoint", ck, "--layer", 1, "--site", site, *extra,
+                words=[str(ck), f"'{stored}'", f"the {site} site of layers.1 (layer 1)", "not in the checkpoint",
+                       f"expected hc_{site}_{part}"])

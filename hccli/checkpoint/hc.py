@@ -188,8 +188,7 @@ def site_hc(site: HcSiteTensors) -> int | None:
 def read_part(ckpt: Checkpoint, site: HcSiteTensors, part: str) -> np.ndarray:
     """One part's values as float32 in the release's shape: F32 as stored, F16/BF16 and
     GGUF's types (Q8_0, ...) decoded, the latter by the gguf package."""
-    if part not in site.parts:
-        raise HcError(f"{ckpt.label}: tensor '{site.tensor_name(part)}' is not in the checkpoint")
+    require_parts(ckpt, site, (part,))
     shard, info = site.parts[part]
     gguf = is_gguf(shard)
     if info.dtype != "F32" and not gguf and info.dtype not in ("F16", "BF16"):
@@ -209,6 +208,19 @@ def read_part(ckpt: Checkpoint, site: HcSiteTensors, part: str) -> np.ndarray:
             raw = read_tensor_bytes(src, shard.header, info.name)
             return dequantize(raw, info.dtype, info.shape, f"{shard.path}: tensor '{info.name}'")
         return np.array(read_tensor(src, shard.header, info.name), dtype=np.float32)
+
+
+def require_parts(ckpt: Checkpoint, site: HcSiteTensors, parts: tuple[str, ...]) -> None:
+    """A site whose values are read must hold each of `parts`: the first it lacks is named as
+    the checkpoint spells it (a header may hold a site's fn and scale but no base)."""
+    for part in parts:
+        if part not in site.parts:
+            name = site.tensor_name(part)
+            hn = parse_hc_name(name)
+            stored = (D.spell_hc(hn, dialect_of(ckpt).dialect) if hn is not None else None) or name
+            have = ", ".join(f"hc_{site.site}_{p}" for p in ("fn", "base", "scale") if p in site.parts)
+            raise HcError(f"{ckpt.label}: tensor '{stored}' of the {site.site} site of {site.name} (layer "
+                          f"{site.layer}) is not in the checkpoint; expected hc_{site.site}_{part} beside its {have}")
 
 
 def is_gguf(shard: Shard) -> bool:
@@ -255,6 +267,7 @@ def _f32_values(ckpt: Checkpoint, site: HcSiteTensors) -> tuple[list[float], lis
     """F32 base and scale of a safetensors checkpoint, read without numpy: one read when they lie
     side by side in one shard, as releases write them (a round trip saved per site over HTTP);
     None for anything to decode. Sizes are checked before a byte is read."""
+    require_parts(ckpt, site, ("base", "scale"))
     for shard, info in (site.parts["base"], site.parts["scale"]):
         if info.nbytes > MAX_MIX_BYTES:
             raise HcError(f"{shard.file}: tensor '{info.name}' has {info.nbytes:,} bytes; a site's base and scale "

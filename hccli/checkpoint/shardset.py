@@ -23,7 +23,7 @@ from typing import Any, Callable
 from hccli.checkpoint.header import Header, TensorInfo, gc_paused
 from hccli.checkpoint.source import ByteSource, one_line
 from hccli.checkpoint.store import CONFIG_CAP, MAX_SHARDS, Store, open_store, read_index_bytes
-from hccli.config import ModelConfig, load_config, parse_config
+from hccli.config import ConfigUnusable, ModelConfig, load_config_data, read_checkpoint_config
 from hccli.errors import HcError
 from hccli.record import record
 from hccli.vocab import INDEX_NAME
@@ -93,12 +93,13 @@ class Checkpoint:
     index: Index | None
     shards: list[Shard]
     config: ModelConfig | None
-    config_error: str | None
+    config_note: ConfigUnusable | None  # the config.json beside it, set aside (config is then None)
     unsafe: list[str] = field(default_factory=list)  # index shard names that were not opened
     missing: list[str] = field(default_factory=list)  # shard names (from the index, or implied by -of-N) with no file
     store: Store | None = None
     label: str = ""
     partial: list[str] = field(default_factory=list)  # *.partial files: an interrupted download or write
+    config_data: dict | None = field(default=None, repr=False)  # the config.json used, as decoded
     _tensors: dict | None = field(default=None, repr=False)
     _dialect: Any = field(default=None, repr=False)  # hc.dialect_of's cache
     _unique: bool | None = field(default=None, repr=False)
@@ -558,18 +559,15 @@ def open_checkpoint(
         shards = _read_headers(store, names, progress)
     _finish(one_line(label), shards, unsafe, missing)
 
-    cfg, cfg_error = None, None
-    try:
-        if config is not None:
-            cfg = load_config(config)
-        elif kind != "file" and (raw_cfg := cfg_future.result()) is not None:
-            cfg = parse_config(raw_cfg, store.display("config.json"))
-        elif kind == "file" and store.exists("config.json"):
-            raw_cfg = store.read_small("config.json", CONFIG_CAP, "a model config.json")
-            cfg = parse_config(raw_cfg or b"", store.display("config.json"))
-    except HcError as exc:
-        if config is not None:
-            raise
-        cfg_error = exc.message
+    if config is not None:
+        (cfg, cfg_data), cfg_note = load_config_data(config), None
+    else:
+        def read() -> bytes | None:
+            if kind != "file":
+                return cfg_future.result()
+            return store.read_small("config.json", CONFIG_CAP, "a model config.json") \
+                if store.exists("config.json") else None
+        cfg, cfg_note, cfg_data = read_checkpoint_config(read, store.display("config.json"))
     root = Path(store.label)
-    return Checkpoint(Path(label), root, kind, index, shards, cfg, cfg_error, unsafe, missing, store, label, partial)
+    return Checkpoint(Path(label), root, kind, index, shards, cfg, cfg_note, unsafe, missing, store, label, partial,
+                      cfg_data)

@@ -143,8 +143,8 @@ def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
                 out.append(_f("total_size_mismatch",
                               f"metadata.total_size is {idx.total_size:,}; the shards' tensors span {spans:,} bytes"))
     later: list[Finding] = []
-    if ckpt.config_error:
-        later.append(_f("config_unreadable", ckpt.config_error))
+    if ckpt.config_note is not None:
+        later.append(_f("config_unreadable", ckpt.config_note.line))
     if ckpt.config is not None:
         later += _verify_inventory(ckpt)
         if dialect_of(ckpt).dialect == D.RELEASE:  # where a derived layout puts tensors is its own business

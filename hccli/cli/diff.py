@@ -52,7 +52,7 @@ def diff_cmd(
     cannot be read or the two are different models. Never writes anything.
     """
     from hccli.cli import render_diff
-    from hccli.cli.output import emit_json, progress_bar, show
+    from hccli.cli.output import config_warning, emit_json, progress_bar, show
     from hccli.diff import build_diff
     from hccli.errors import HcError
     from hccli.hc_view import open_view
@@ -65,10 +65,14 @@ def diff_cmd(
         for side in (a, b):  # never into either checkpoint; before any work
             if Path(side).exists():
                 check_plot(plot, forbidden_dir=Path(side))
-    with open_view(a, config_a) as va, open_view(b, config_b) as vb:
-        with progress_bar("comparing", enabled=not json_out) as tick:
-            report = build_diff(va, vb, atol=atol, rtol=rtol, tokens=tokens, seed=seed,
-                                values_all=values == "all", progress=tick)
+    # each side's config warning as soon as it is open: it may be why B fails, or why they differ
+    with open_view(a, config_a) as va:
+        config_warning(va.config_note)
+        with open_view(b, config_b) as vb:
+            config_warning(vb.config_note)
+            with progress_bar("comparing", enabled=not json_out) as tick:
+                report = build_diff(va, vb, atol=atol, rtol=rtol, tokens=tokens, seed=seed,
+                                    values_all=values == "all", progress=tick)
     if json_out:
         emit_json(report.to_json())
     else:

@@ -72,7 +72,7 @@ def inspect_cmd(
         from hccli.cli.options import check_plot
 
         check_plot(plot, forbidden_dir=guard)  # before any work: nothing printed when refused
-    from hccli.cli.output import emit_json, note, progress_bar, safe, show
+    from hccli.cli.output import config_warning, emit_json, note, progress_bar, safe, show
     from hccli.inspect_report import build_inspect
 
     with progress_bar("reading headers", enabled=not json_out, thread=False) as tick:
@@ -80,6 +80,7 @@ def inspect_cmd(
             path, config=config, name_glob=name, dtype=dtype, list_tensors=tensors,
             layers=layer, hc_layers=hc_layer, run_verify=verify, progress=tick, tree=not json_out,
         )
+    config_warning(report.ckpt.config_note)
     unreadable = [s for s in report.ckpt.shards if s.header is None]
     if unreadable and report.findings is None:
         for s in unreadable[:5]:

@@ -133,6 +133,13 @@ def note(text: str, *, wrap: bool = True) -> None:
     err_console().print(text, soft_wrap=not wrap)
 
 
+def config_warning(unusable: Any) -> None:
+    """The one line every command shows for a checkpoint's config.json it set aside
+    (a config.ConfigUnusable; None: nothing to say), whole on one line."""
+    if unusable is not None:
+        note(f"[yellow]warning:[/] {safe(unusable.line)}", wrap=False)
+
+
 def plain(text: str) -> str:
     """Escape control characters in text that came from a file or server (for plain echo)."""
     return "".join(

@@ -63,8 +63,6 @@ def _header(r: DiffReport) -> Iterator[Any]:
     yield Text(f"tolerance: {tol}; effect: the largest difference in the pre/post weights and comb matrix, "
                f"from the base alone (b) or from {r.sample_tokens} sample tokens, seed {r.seed}, through each "
                "side's whole site (s)")
-    for n in r.notes:
-        yield markup(f"[yellow]note:[/] {safe(n)}")
 
 
 def _types(x) -> str:

@@ -31,7 +31,8 @@ def _vec(xs: list[float]) -> str:
 
 def _summary(r: InspectReport) -> Iterator[Any]:
     c = r.ckpt
-    cfg = f"config {safe(c.config.source)}" if c.config else "no config.json"
+    cfg = f"config {safe(c.config.source)}" if c.config else "config.json not used" if c.config_note else \
+        "no config.json"
     yield markup(f"[bold]{safe(c.label)}[/] ({c.kind}, {cfg})")
     d = r.dialect_info()
     yield Text(safe(f"dialect: {d.name} ({d.description})" + (f"; {d.note}" if d.note else "")))
@@ -55,8 +56,6 @@ def _summary(r: InspectReport) -> Iterator[Any]:
     for k, v in sorted(r.dtypes.items(), key=lambda kv: -kv[1].bytes):
         t.add_row(Text(k), Text(_n(v.tensors)), Text(f"{_n(v.bytes)} ({v.bytes / 1e9:,.2f} GB)"))
     yield t
-    if c.config_error:
-        yield markup(f"[yellow]note:[/] config.json not used: {safe(c.config_error)}")
 
 
 class _Tree:

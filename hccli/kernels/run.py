@@ -3,24 +3,29 @@ and summarise. No printing, and no flag names: the CLI parses its options into
 the MixSource / SiteRef / Overrides values below.
 
 Where hc_mult, the iteration count and eps come from, in order: a checkpoint's
-config.json; a given config; the tensors' shapes with a GGUF's metadata (as
-`inspect` reads it, checkpoint/hc.py op_settings) or else the reference defaults
-(vocab.DEFAULT_*); explicit overrides. The result says which.
+config.json (one it cannot use is set aside whole, and the input carries its note);
+a given config; the tensors' shapes with a GGUF's metadata (as `inspect` reads it,
+checkpoint/hc.py op_settings) or else the reference defaults (vocab.DEFAULT_*);
+explicit overrides. The result says which.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Union
+from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
 from hccli.errors import HcError
+from hccli.jsonable import to_jsonable
 from hccli.kernels import inputs
 from hccli.kernels.limits import MAX_SINKHORN_ITERS, check_hc_mult
 from hccli.vocab import (DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_NORM_EPS, DEFAULT_SINKHORN_ITERS,
                          hc_from_mix_width, mix_width)
+
+if TYPE_CHECKING:
+    from hccli.config import ConfigUnusable
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,7 @@ class RunInput:
     params_provenance: str  # where base/scale came from
     nonfinite_tokens: tuple[int, ...]
     params: RunParams
+    config_note: ConfigUnusable | None = None  # the checkpoint's config.json, set aside
 
 
 @dataclass(frozen=True)
@@ -124,6 +130,7 @@ class RunResult:
             "params": {"hc_mult": p.hc_mult, "sinkhorn_iters": p.iters, "eps": p.eps, "origin": p.origin,
                        "base_scale": self.input.params_provenance,
                        "hc_scale": self.input.scale.tolist(), "hc_base": self.input.base.tolist()},
+            "config_note": to_jsonable(self.input.config_note),
             "nonfinite_tokens": list(self.input.nonfinite_tokens),
             "max_abs_row_sum_dev": row,
             "max_abs_col_sum_dev": col,
@@ -165,6 +172,7 @@ def prepare(source: MixSource, *, site: SiteRef | None = None, config: Path | No
     params: RunParams | None = None
     base = scale = fn = None
     base_origin = ""
+    config_note = None
     if config is not None:
         params = _params_from_config(config, "config")
     if site is not None:
@@ -173,6 +181,7 @@ def prepare(source: MixSource, *, site: SiteRef | None = None, config: Path | No
         from hccli.kernels.limits import MAX_ELEMENTS, MAX_HC_MULT
 
         ckpt = open_checkpoint(site.checkpoint, config=config)
+        config_note = ckpt.config_note
         s = select_site(ckpt, site.layer, site.site)
         for part in ("base", "scale"):
             _check_part(s, part, mix_width(MAX_HC_MULT), str(site.checkpoint))
@@ -220,7 +229,7 @@ def prepare(source: MixSource, *, site: SiteRef | None = None, config: Path | No
             scale, base = inputs.sample_params(hc)
             base_origin = "synthetic base/scale (comb offsets 2 on the diagonal, scales 1)"
     return RunInput(src.mixes, np.asarray(scale, np.float32), np.asarray(base, np.float32), src.provenance,
-                    base_origin, src.nonfinite_tokens, params)
+                    base_origin, src.nonfinite_tokens, params, config_note)
 
 
 def _op_settings(ckpt: Any, hc: int) -> tuple[int, float, float, str]:
@@ -231,7 +240,9 @@ def _op_settings(ckpt: Any, hc: int) -> tuple[int, float, float, str]:
 
     iters, eps = op_settings(ckpt)
     if dialect_of(ckpt).dialect != D.GGUF:
-        return (iters, eps, DEFAULT_NORM_EPS, f"the tensors' shapes (hc_mult {hc}; no config.json: reference "
+        # a config.json that is there but unusable is never "no config.json" (its note says why)
+        why = "config.json not used" if ckpt.config_note is not None else "no config.json"
+        return (iters, eps, DEFAULT_NORM_EPS, f"the tensors' shapes (hc_mult {hc}; {why}: reference "
                 f"defaults {iters} iterations, eps {eps:g})")
     meta = gguf_settings(ckpt)
 
