@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from hccli import dialects as D
+from hccli.checkpoint.source import one_line
 from hccli.errors import HcError
 from hccli.hc_view import HcTensor, HcView, OtherTensor, component_of, read_both
 from hccli.inventory import COMPONENTS
@@ -375,6 +376,12 @@ def build_diff(a: HcView, b: HcView, *, atol: float = 0.0, rtol: float = 0.0, to
         if not v.hc:
             raise HcError(f"{v.label}: no hyper-connection tensors found (dialect {v.dialect.dialect}); "
                           f"expected a DeepSeek-V4-family checkpoint as {side}")
+        if v.second_spellings:
+            (x, y, canonical), more = v.second_spellings[0], len(v.second_spellings) - 1
+            raise HcError(f"{v.label}: '{one_line(x, 120)}' and '{one_line(y, 120)}' both spell "
+                          f"'{one_line(canonical, 120)}' (duplicate_spelling"
+                          f"{f', and {more} more pairs' if more else ''}); expected one name per tensor in {side}, "
+                          "as a loader may take either")
     why = model_difference(a, b)
     if why:
         raise HcError(why)

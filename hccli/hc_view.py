@@ -129,6 +129,7 @@ class HcView:
     config_note: str = ""
     remote: bool = False  # each read is a round trip: worth overlapping
     counter: list[int] = field(default_factory=lambda: [0])
+    second_spellings: list[tuple[str, str, str]] = field(default_factory=list)  # (name, name, canonical)
     _chunks: Callable[[str], Iterator[np.ndarray] | None] | None = field(default=None, repr=False)
 
     @property
@@ -338,7 +339,7 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
             raise HcError(f"{label}: key '{arch}.hyper_connection.sinkhorn_iterations' is "
                           f"{one_line(repr(iters), 60)}; expected an integer 1..1000")
     return HcView(label, "gguf" if gguf else "safetensors", detection, model, n_stages, iters, eps, norm_eps, hc,
-                  others, note, ckpt.remote is not None, counter, chunks)
+                  others, note, ckpt.remote is not None, counter, H.second_spellings(ckpt), chunks)
 
 
 def _chunks(ckpt, stored: str, counter: list[int]) -> Iterator[np.ndarray] | None:
