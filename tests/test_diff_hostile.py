@@ -1,0 +1,57 @@
+"""`hc diff` against hostile or odd input: names holding rich markup."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from diff_fixtures import add_shard, edit_copy, hc_values, release
+
+from hccli import dialects as D
+
+MARKUP = ("[link=http://x]a[/link]", "x[bold]y")
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    return release(tmp_path_factory.mktemp("rel") / "tiny")
+
+
+def _gguf(path, values, *, dim: int = 64, tensors=(), strings=()):
+    """A deepseek4 GGUF by gguf's GGUFWriter: the HC `values` (canonical names) in F32, then
+    (name, array, GGML type or None) tensors and (key, text) metadata strings."""
+    g = pytest.importorskip("gguf")
+    w = g.GGUFWriter(path, "deepseek4")
+    for key, v in (("block_count", 6), ("embedding_length", dim), ("hyper_connection.count", 4)):
+        w.add_uint32(f"deepseek4.{key}", v)
+    for key, text in strings:
+        w.add_string(f"deepseek4.{key}", text)
+    for name, x in values.items():
+        spelt = D.spell_hc(D.parse_hc_name(name), D.GGUF)
+        if spelt is not None:
+            w.add_tensor(spelt, np.ascontiguousarray(x, np.float32))
+    for name, x, raw in tensors:
+        w.add_tensor(name, x, raw_dtype=raw)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+# --- names and metadata print as written ------------------------------------------------
+
+def test_markup_in_gguf_names_and_metadata_prints_as_written(hc, tiny, tmp_path):
+    extra = [(name, np.zeros(4, np.float32), None) for name in MARKUP]
+    path = _gguf(tmp_path / "m.gguf", hc_values(tiny), tensors=extra, strings=[(MARKUP[1], MARKUP[0])])
+    out = hc("inspect", path).stdout
+    line = next(ln for ln in out.splitlines() if ln.startswith("GGUF architecture"))
+    assert f"{MARKUP[1]} {MARKUP[0]}" in line and "\\" not in line, line
+    line = next(ln for ln in hc("diff", tiny, path).stdout.splitlines() if ln.startswith("only in B"))
+    assert line.endswith(f"e.g. {MARKUP[0]}, {MARKUP[1]}"), line
+
+
+def test_markup_in_safetensors_names_prints_as_written(hc, tiny, tmp_path):
+    ck = edit_copy(tiny, tmp_path / "ck", lambda t: None)
+    add_shard(ck, "model-extra.safetensors", {name: np.zeros(4, np.float32) for name in MARKUP})
+    line = next(ln for ln in hc("diff", tiny, ck).stdout.splitlines() if ln.startswith("only in B"))
+    assert line == f"only in B: 2 tensors, e.g. {MARKUP[0]}, {MARKUP[1]}", line
