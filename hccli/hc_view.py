@@ -24,8 +24,8 @@ from hccli.checkpoint.header import DTYPES
 from hccli.checkpoint.source import ByteSource, one_line
 from hccli.checkpoint.values import (
     READABLE_DTYPES,
+    iter_tensor_bytes,
     iter_tensor_chunks,
-    read_tensor_bytes,
 )
 from hccli.errors import HcError
 from hccli.vocab import (
@@ -343,8 +343,8 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
 
 
 def _chunks(ckpt, stored: str, counter: list[int]) -> Iterator[np.ndarray] | None:
-    """One tensor's values as float64 chunks: streamed where values.py decodes its type,
-    dequantised whole (within the HC bound) where it is a GGML quant, else None."""
+    """One tensor's values as float64 chunks of at most CHUNK_ELEMENTS: decoded by values.py, or a
+    GGML quant's whole blocks dequantised a slice at a time; None for a type decoded nowhere."""
     from hccli.checkpoint.hc import is_gguf
 
     shard, info = ckpt.tensors()[stored]
@@ -354,14 +354,15 @@ def _chunks(ckpt, stored: str, counter: list[int]) -> Iterator[np.ndarray] | Non
                 for x in iter_tensor_chunks(src, shard.header, stored, CHUNK_ELEMENTS * DTYPES[info.dtype] // 8):
                     yield x.astype(np.float64)
         return stream()
-    if not is_gguf(shard) or info.n_elements > MAX_HC_ELEMENTS:
-        return None  # quantised blocks are dequantised whole; past the cap, not compared
+    if not is_gguf(shard):
+        return None
 
-    def whole() -> Iterator[np.ndarray]:
-        from hccli.checkpoint.gguf_store import dequantize
+    def blocks() -> Iterator[np.ndarray]:
+        from hccli.checkpoint.gguf_store import dequantize, quant_block
 
+        values, size = quant_block(info.dtype)
+        where = f"{shard.path}: tensor '{one_line(info.name)}'"
         with CountingSource(ckpt.source(shard), counter) as src:
-            raw = read_tensor_bytes(src, shard.header, stored)
-        yield dequantize(raw, info.dtype, info.shape, f"{shard.path}: tensor '{info.name}'").reshape(-1) \
-            .astype(np.float64)
-    return whole()
+            for raw in iter_tensor_bytes(src, shard.header, stored, max(1, CHUNK_ELEMENTS // values) * size):
+                yield dequantize(raw, info.dtype, (len(raw) // size * values,), where).astype(np.float64)
+    return blocks()

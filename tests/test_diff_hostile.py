@@ -1,4 +1,5 @@
-"""`hc diff` against hostile or odd input: names holding rich markup."""
+"""`hc diff` against hostile or odd input: a quantised tensor streamed in blocks, names holding
+rich markup."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from diff_fixtures import add_shard, edit_copy, hc_values, release
 from hccli import dialects as D
 
 MARKUP = ("[link=http://x]a[/link]", "x[bold]y")
+QUANT = "blk.0.attn_q_a.weight"  # layers.0.attn.wq_a.weight
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +38,35 @@ def _gguf(path, values, *, dim: int = 64, tensors=(), strings=()):
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+# --- quantised values are streamed in whole blocks ---------------------------------------
+
+def test_values_all_dequantises_a_q8_0_tensor_a_chunk_at_a_time(hc, tiny, tmp_path):
+    g = pytest.importorskip("gguf")
+    from hccli.hc_view import CHUNK_ELEMENTS, open_view
+
+    q8 = g.GGMLQuantizationType.Q8_0
+    cols = 4096
+    rows = 2 * CHUNK_ELEMENTS // cols + 16
+    x = np.random.default_rng(0).standard_normal((rows, cols), dtype=np.float32)
+    qa = g.quants.quantize(x, q8)
+    y = x.copy()
+    y[-1, :32] += 1  # one block of the last chunk
+    a = _gguf(tmp_path / "a.gguf", hc_values(tiny), tensors=[(QUANT, qa, q8)])
+    b = _gguf(tmp_path / "b.gguf", hc_values(tiny), tensors=[(QUANT, g.quants.quantize(y, q8), q8)])
+    with open_view(a) as v:
+        sizes, parts = [], []
+        for chunk in v.value_chunks(QUANT):
+            sizes.append(chunk.size)
+            parts.append(chunk.astype(np.float32))
+    assert sizes == [CHUNK_ELEMENTS, CHUNK_ELEMENTS, 16 * cols]  # never the whole tensor at once
+    assert np.array_equal(np.concatenate(parts), g.quants.dequantize(qa, q8).reshape(-1))
+    r = hc("diff", a, b, "--values", "all", "--json")
+    assert r.exit_code == 1, r.stderr
+    values = {v["name"]: v for v in r.json()["values"]}
+    assert values["layers.0.attn.wq_a.weight"]["status"] == "differs"
+    assert hc("diff", a, a, "--values", "all", "--json").json()["values"][-1]["status"] == "equal"
 
 
 # --- names and metadata print as written ------------------------------------------------
