@@ -1,13 +1,18 @@
-"""`hc diff` against hostile or odd input: a quantised tensor streamed in blocks, names holding
-rich markup."""
+"""`hc diff` against hostile or odd input: a model width it would not hold a sample of, a
+quantised tensor streamed in blocks, names holding rich markup, and +0.0 against -0.0."""
 
 from __future__ import annotations
 
+import json
+import math
+
 import numpy as np
 import pytest
+from conftest import run_hc_process
 from diff_fixtures import add_shard, edit_copy, hc_values, release
 
 from hccli import dialects as D
+from hccli.kernels.limits import MAX_ELEMENTS
 
 MARKUP = ("[link=http://x]a[/link]", "x[bold]y")
 QUANT = "blk.0.attn_q_a.weight"  # layers.0.attn.wq_a.weight
@@ -38,6 +43,34 @@ def _gguf(path, values, *, dim: int = 64, tensors=(), strings=()):
     w.write_tensors_to_file()
     w.close()
     return path
+
+
+# --- the sample hidden states are bounded -------------------------------------------------
+
+def test_gguf_claiming_a_huge_width_sends_no_sample(tiny, tmp_path):
+    path = _gguf(tmp_path / "wide.gguf", hc_values(tiny), dim=1 << 24)  # [16, 4, 2^24]: 4 GiB of float32
+    proc, seconds, peak = run_hc_process("diff", path, path, "--json")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    doc = json.loads(proc.stdout)
+    assert doc["sample_tokens"] == 0 and doc["model"]["dim"] == 1 << 24
+    assert any(f"expected at most {MAX_ELEMENTS:,} values" in n and "none sent" in n for n in doc["notes"])
+    assert peak < 500 and seconds < 60
+
+
+@pytest.mark.parametrize("hc_mult, dim, sent", [(64, 1 << 20, 0), (4, 1 << 18, 4)])
+def test_config_at_the_bounds_sends_what_fits(hc, tiny, tmp_path, hc_mult, dim, sent):
+    ck = edit_copy(tiny, tmp_path / "ck", lambda t: None)
+    cfg = json.loads((ck / "config.json").read_text())
+    cfg.update(hidden_size=dim, hc_mult=hc_mult)
+    (ck / "config.json").write_text(json.dumps(cfg))
+    r = hc("diff", ck, ck, "--json")
+    assert r.exit_code == 0, r.stderr
+    doc = r.json()
+    assert doc["sample_tokens"] == sent and (doc["model"]["hc_mult"], doc["model"]["dim"]) == (hc_mult, dim)
+    assert sum(f"x hc_mult {hc_mult} x dim {dim:,}" in n for n in doc["notes"]) == 1
+    assert sent * hc_mult * dim <= MAX_ELEMENTS < (sent + 1) * hc_mult * dim
+    text = hc("diff", ck, ck).stdout
+    assert f"{sent} sent" in text if sent else "none sent" in text
 
 
 # --- quantised values are streamed in whole blocks ---------------------------------------
@@ -86,3 +119,32 @@ def test_markup_in_safetensors_names_prints_as_written(hc, tiny, tmp_path):
     add_shard(ck, "model-extra.safetensors", {name: np.zeros(4, np.float32) for name in MARKUP})
     line = next(ln for ln in hc("diff", tiny, ck).stdout.splitlines() if ln.startswith("only in B"))
     assert line == f"only in B: 2 tensors, e.g. {MARKUP[0]}, {MARKUP[1]}", line
+
+
+# --- bit-identical means the same bits ----------------------------------------------------
+
+def test_signed_zeros_are_equal_numbers_not_identical_values(hc, tiny, tmp_path):
+    base, weight = "layers.0.hc_attn_base", "layers.0.attn_norm.weight"
+
+    def zero(bits: bytes):
+        def edit(t):
+            for name in (base, weight):
+                if name in t:
+                    dtype, shape, raw = t[name]
+                    width = 4 if dtype == "F32" else 2
+                    t[name] = (dtype, shape, bytes(width - 1) + bits + raw[width:])
+        return edit
+
+    plus = edit_copy(tiny, tmp_path / "plus", zero(b"\x00"))
+    minus = edit_copy(tiny, tmp_path / "minus", zero(b"\x80"))
+    r = hc("diff", plus, minus, "--values", "all", "--json")
+    assert r.exit_code == 0, r.stderr  # equal numbers: within any tolerance
+    doc = r.json()
+    row = next(x for x in doc["sites"] if x["name"] == base)
+    assert row["status"] == "within" and row["max_abs"] == 0 and row["beyond"] == 0
+    assert {x["status"] for x in doc["sites"] if x["name"] != base} == {"equal"}
+    value = next(v for v in doc["values"] if v["name"] == weight)
+    assert value["status"] == "within" and value["max_abs"] == 0
+    same = hc("diff", plus, plus, "--values", "all", "--json").json()
+    assert {x["status"] for x in same["sites"]} == {v["status"] for v in same["values"]} == {"equal"}
+    assert math.copysign(1, np.frombuffer(bytes(3) + b"\x80", "<f4")[0]) == -1  # the edit wrote -0.0
