@@ -358,16 +358,17 @@ def second_spellings(names: Sequence[str], dialect: str) -> list[tuple[str, str,
     (`layers.01.hc_attn_fn`, `layers.１.hc_attn_fn`, `blk.01.…`), or the dialect's own aliases
     (an optional `model.` prefix). The canonical patterns map such a number to nothing, yet a
     loader may take either name for the tensor: the checkpoint says two things at once."""
-    joined = "\n".join(names)
-    odd = not joined.isascii() or _ASCII_ODD.search(joined) is not None
+    joined = "\n".join(names)  # one C-level scan of ~100k names decides the usual case
+    odd = set() if joined.isascii() and _ASCII_ODD.search(joined) is None else {
+        n for n in names if not n.isascii() or _ASCII_ODD.search(n)}
     del joined
-    if dialect in (RELEASE, UNKNOWN) and not odd:
-        return []  # names that are their own canonical form, each once: nothing to alias
     own = dialect in (RELEASE, UNKNOWN)
+    if own and not odd:
+        return []  # names that are their own canonical form, each once: nothing to alias
     first: dict[str, str] = {}
     out: list[tuple[str, str, str]] = []
     for n in names:
-        spelt = _ODD_NUMBER.sub(_as_number, n) if odd else n
+        spelt = _ODD_NUMBER.sub(_as_number, n) if n in odd else n
         key = spelt if own else (canonical_name(spelt, dialect) or spelt)
         seen = first.setdefault(key, n)
         if seen != n:
