@@ -54,6 +54,21 @@ def test_second_spellings_name_both_names():
     assert D.second_spellings(["layers.1.hc_attn_fn", "layers.10.hc_attn_fn", "layers.0.x"], D.RELEASE) == []
 
 
+@pytest.mark.parametrize("dialect, first, second", [
+    (D.GGUF, "blk.1.attn_norm.weight", "layers.1.attn_norm.weight"),  # _LAYER takes both prefixes
+    (D.GGUF, "token_embd.weight", "embed.weight"),  # an unmapped name is its own key
+    (D.GGUF, "output_hc_fn.weight", "hc_head_fn"),
+    (D.MEGATRON, "decoder.layers.1.self_attention.wq_a.weight", "decoder.blk.1.self_attention.wq_a.weight"),
+    (D.MEGATRON, "decoder.layers.1.hc_attn_fn", "layers.1.hc_attn_fn")])
+def test_aliases_pass_the_quick_scans_by(dialect, first, second):
+    many = [f"blk.{i}.ffn_norm.weight" for i in range(1000)]
+    assert D.second_spellings([*many, first, second], dialect)[-1][:2] == (first, second)
+    assert D.second_spellings([*many, first], dialect) == []
+    # the quick scans hold where every other name maps one to one: the tables are injective
+    for table in (D._GGUF_LAYER, D._MEGATRON_LAYER):
+        assert len(set(table.values())) == len(table) and not any("hc_" in v for v in table.values())
+
+
 def _tampered_release(tiny, dst, num):
     """A copy whose layers.1.hc_attn_fn is changed, the reference values stored beside it as
     layers.<num>.hc_attn_fn in a shard written by safetensors."""
