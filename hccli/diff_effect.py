@@ -45,7 +45,7 @@ def _effect(via: str, ea, eb) -> Effect:
 def sample_tokens(tokens: int, hc: int | None, dim: int | None) -> tuple[int, str]:
     """(the sample tokens sent, a note when fewer than asked): [tokens, hc, dim] holds at most
     MAX_ELEMENTS values, however large a config or a GGUF's metadata says the model is."""
-    per = (hc or 0) * (dim or 0)
+    per = hc * dim if hc and dim and hc > 0 and dim > 0 else 0
     fit = min(tokens, MAX_ELEMENTS // per) if per > 0 else 0
     if fit == tokens or not (hc and dim):
         return tokens, ""

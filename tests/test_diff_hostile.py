@@ -73,6 +73,15 @@ def test_config_at_the_bounds_sends_what_fits(hc, tiny, tmp_path, hc_mult, dim, 
     assert f"{sent} sent" in text if sent else "none sent" in text
 
 
+def test_sample_tokens_are_bounded_for_any_claim():
+    from hccli.diff_effect import sample_tokens
+
+    assert sample_tokens(16, 4, 64) == (16, "") and sample_tokens(16, None, 64) == (16, "")
+    for hc_mult, dim in ((-4, -64), (4, -64), (2**32, 64)):  # a GGUF's int32 metadata may be negative
+        sent, note = sample_tokens(16, hc_mult, dim)
+        assert sent == 0 and "none sent" in note and f"at most {MAX_ELEMENTS:,}" in note
+
+
 # --- quantised values are streamed in whole blocks ---------------------------------------
 
 def test_values_all_dequantises_a_q8_0_tensor_a_chunk_at_a_time(hc, tiny, tmp_path):
