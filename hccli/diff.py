@@ -6,12 +6,13 @@ layouts carry the DSpark/MTP stages), shape (a transpose named as such), stored
 dtype or GGML type, the largest absolute and relative difference, and the effect
 downstream: the pre/post weights and comb matrix that the base alone gives
 (mixes = 0), and those that seeded sample hidden states give through each side's
-whole site (fn projection with RMS scaling, then hccli/sinkhorn_np.py's op).
-The rest of the inventory is compared by name, dtype and shape unless values are asked for.
+whole site (hccli/diff_effect.py). The rest of the inventory is compared by name,
+dtype and shape unless values are asked for.
 
 Relative difference is |b - a| / max(|a|, |b|) per element (0 where both are 0);
 an element is within tolerance when |b - a| <= atol + rtol * |a| (A is the
-reference). NaN equals NaN at the same place. Nothing here prints.
+reference). NaN equals NaN at the same place. "equal" (bit-identical) means the
+same bits: +0.0 against -0.0 is within any tolerance, not equal. Nothing here prints.
 """
 
 from __future__ import annotations
@@ -23,12 +24,13 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from hccli import dialects as D
+from hccli.checkpoint.source import one_line
 from hccli.config import ConfigUnusable
+from hccli.diff_effect import Effect, sample_hidden, sample_tokens, site_effects
 from hccli.errors import HcError
 from hccli.hc_view import HcTensor, HcView, OtherTensor, component_of, read_both
 from hccli.inventory import COMPONENTS
-from hccli.sinkhorn_np import head_pre, split_sinkhorn
-from hccli.vocab import HC_PARTS, SITE_ORDER, hc_from_mix_width
+from hccli.vocab import HC_PARTS, SITE_ORDER
 
 SAMPLE_TOKENS = 16
 SAMPLE_SEED = 0
@@ -38,14 +40,6 @@ MISSING_A, MISSING_B, TRANSPOSED, SHAPE = "only_in_b", "only_in_a", "transposed"
 DIFFERS, WITHIN, EQUAL, NOT_IN_DIALECT = "differs", "within", "equal", "not_in_dialect"
 _RANK = {MISSING_A: 0, MISSING_B: 0, TRANSPOSED: 0, SHAPE: 0, DIFFERS: 1, WITHIN: 2, EQUAL: 3, NOT_IN_DIALECT: 4}
 _PART_ORDER = {p: i for i, p in enumerate(HC_PARTS)}
-
-
-@dataclass(frozen=True)
-class Effect:
-    via: str  # "base alone (mixes = 0)" or "16 sample tokens (seed 0)"
-    pre: float  # max abs difference of the pre weights
-    post: float | None  # None for the head mix, which has pre only
-    comb: float | None
 
 
 @dataclass(frozen=True)
@@ -126,6 +120,7 @@ class DiffReport:
     bytes_read_b: int
     config_note_a: ConfigUnusable | None = None  # a config.json beside A or B, set aside
     config_note_b: ConfigUnusable | None = None
+    notes: tuple[str, ...] = ()  # what diff chose for itself (fewer sample tokens), said once
 
     @property
     def hc_ok(self) -> bool:
@@ -161,9 +156,16 @@ def model_difference(a: HcView, b: HcView) -> str | None:
 
 # --- comparing values ----------------------------------------------------------------------
 
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bit for bit the same values (+0.0 and -0.0 are equal numbers, not the same value; two types: as float64)."""
+    a, b = (a, b) if a.dtype == b.dtype else (a.astype(np.float64), b.astype(np.float64))
+    bits = np.dtype(f"u{a.dtype.itemsize}")
+    return a.shape == b.shape and np.array_equal(a.view(bits), b.view(bits))
+
+
 def _compare(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> tuple[float, float, int, bool, float]:
     """(max abs, max rel, elements beyond tolerance, bit-identical values, max abs / max |a|)."""
-    if a.dtype == b.dtype and np.array_equal(a, b):  # the common case, without float64 copies
+    if same_bits(a, b):  # the common case, without float64 copies
         return 0.0, 0.0, 0, True, 0.0
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     both_nan = np.isnan(a64) & np.isnan(b64)
@@ -172,7 +174,7 @@ def _compare(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> tuple[fl
         denom = np.maximum(np.abs(a64), np.abs(b64))
         rel = np.where(diff == 0, 0.0, diff / np.where(denom == 0, 1.0, denom))
         bad = (diff != 0) & ~(diff <= atol + rtol * np.abs(a64))  # a nan difference is beyond any tolerance
-    identical = bool(np.array_equal(a64, b64, equal_nan=True))
+    identical = False  # the bits differ (same_bits above); numerically equal values are "within", 0 apart
     mx = float(np.max(diff)) if diff.size else 0.0
     mr = float(np.max(rel)) if rel.size else 0.0
     top = float(np.max(np.abs(a64))) if a64.size else 0.0
@@ -186,58 +188,6 @@ def _row(layer: int, hc, ta: HcTensor | None, tb: HcTensor | None, status: str, 
                    ta.dtype if ta else None, tb.dtype if tb else None,
                    ta.shape if ta else None, tb.shape if tb else None,
                    ta.stored_name if ta else None, tb.stored_name if tb else None)
-
-
-def _ops(hc: int, view: HcView, site: str, mixes: np.ndarray, scale: np.ndarray, base: np.ndarray):
-    with np.errstate(all="ignore"):
-        if site == "head":
-            return head_pre(mixes, scale, base, view.eps), None, None
-        return split_sinkhorn(mixes, scale, base, hc, view.iters, view.eps)
-
-
-def _effect(via: str, ea, eb) -> Effect:
-    def mx(x, y) -> float | None:
-        if x is None or y is None:
-            return None
-        with np.errstate(all="ignore"):
-            d = np.abs(x.astype(np.float64) - y.astype(np.float64))
-        return float(np.nan if np.isnan(d).any() else d.max())
-    return Effect(via, mx(ea[0], eb[0]), mx(ea[1], eb[1]), mx(ea[2], eb[2]))
-
-
-def sample_hidden(tokens: int, seed: int, hc: int, dim: int) -> np.ndarray:
-    """The fixed sample hidden states [tokens, hc, dim]: N(0, 1), float32, seeded."""
-    return np.random.default_rng(seed).standard_normal((tokens, hc, dim), dtype=np.float32)
-
-
-def site_mixes(hidden: np.ndarray, fn: np.ndarray, norm_eps: float) -> np.ndarray:
-    """The model's projection: x = h.flatten(-2); (x @ fn.T) * rsqrt(mean(x^2) + norm_eps)."""
-    x = hidden.reshape(hidden.shape[0], -1).astype(np.float32)
-    r = np.float32(1) / np.sqrt(np.mean(np.square(x), axis=-1, keepdims=True) + np.float32(norm_eps))
-    with np.errstate(all="ignore"):
-        return ((x @ fn.astype(np.float32).T) * r).astype(np.float32)
-
-
-def _site_effects(a: HcView, b: HcView, site: str, va: dict, vb: dict, hidden: np.ndarray | None, via: str
-                  ) -> tuple[Effect | None, Effect | None]:
-    """(base-alone effect, sample-token effect); None where a part is missing or misshapen."""
-    if not all(p in va and p in vb and va[p].shape == vb[p].shape for p in HC_PARTS):
-        return None, None
-    same_op = (a.iters, a.eps, a.norm_eps) == (b.iters, b.eps, b.norm_eps)
-    if same_op and all(np.array_equal(va[p], vb[p]) for p in HC_PARTS):  # the same inputs give the same outputs
-        none = 0.0 if site != "head" else None
-        return (Effect("base alone (mixes = 0)", 0.0, none, none),
-                Effect(via, 0.0, none, none) if hidden is not None else None)
-    (ba, sa), (bb, sb) = ((v["base"].reshape(-1), v["scale"].reshape(-1)) for v in (va, vb))
-    hc = len(ba) if site == "head" else hc_from_mix_width(len(ba))
-    if hc is None or (site != "head" and len(sa) != 3):
-        return None, None
-    zero = np.zeros((1, len(ba)), np.float32)
-    alone = _effect("base alone (mixes = 0)", _ops(hc, a, site, zero, sa, ba), _ops(hc, b, site, zero, sb, bb))
-    if hidden is None or va["fn"].shape != (len(ba), hidden.shape[1] * hidden.shape[2]):
-        return alone, None
-    return alone, _effect(via, _ops(hc, a, site, site_mixes(hidden, va["fn"], a.norm_eps), sa, ba),
-                          _ops(hc, b, site, site_mixes(hidden, vb["fn"], b.norm_eps), sb, bb))
 
 
 def compare_hc(a: HcView, b: HcView, *, atol: float, rtol: float, tokens: int, seed: int,
@@ -276,7 +226,7 @@ def compare_hc(a: HcView, b: HcView, *, atol: float, rtol: float, tokens: int, s
             status = EQUAL if same else (WITHIN if beyond == 0 else DIFFERS)
             part_rows[hc.part] = _row(layer, hc, ta, tb, status, (mx, mr, beyond, scaled))
             va[hc.part], vb[hc.part] = xa, xb
-        alone, sample = _site_effects(a, b, site, va, vb, hidden, via)
+        alone, sample = site_effects(a, b, site, va, vb, hidden, via)
         for part, row in part_rows.items():
             eff = alone if part == "base" else sample
             rows.append(row if eff is None else SiteRow(**{**row.__dict__, "effect": eff}))
@@ -377,11 +327,18 @@ def build_diff(a: HcView, b: HcView, *, atol: float = 0.0, rtol: float = 0.0, to
         if not v.hc:
             raise HcError(f"{v.label}: no hyper-connection tensors found (dialect {v.dialect.dialect}); "
                           f"expected a DeepSeek-V4-family checkpoint as {side}")
+        if v.second_spellings:
+            (x, y, canonical), more = v.second_spellings[0], len(v.second_spellings) - 1
+            raise HcError(f"{v.label}: '{one_line(x, 120)}' and '{one_line(y, 120)}' both spell "
+                          f"'{one_line(canonical, 120)}' (duplicate_spelling"
+                          f"{f', and {more} more pairs' if more else ''}); expected one name per tensor in {side}, "
+                          "as a loader may take either")
     why = model_difference(a, b)
     if why:
         raise HcError(why)
     if atol < 0 or rtol < 0 or atol != atol or rtol != rtol:
         raise HcError(f"--atol {atol} / --rtol {rtol}: expected non-negative numbers")
+    tokens, sampled = sample_tokens(tokens, a.model.hc_mult or b.model.hc_mult, a.model.dim or b.model.dim)
     rows = compare_hc(a, b, atol=atol, rtol=rtol, tokens=tokens, seed=seed, progress=progress)
     only_a, only_b, changed, comps = compare_inventory(a, b)
     values = compare_values(a, b, atol=atol, rtol=rtol, progress=progress) if values_all else None
@@ -389,4 +346,4 @@ def build_diff(a: HcView, b: HcView, *, atol: float = 0.0, rtol: float = 0.0, to
              "dim": a.model.dim or b.model.dim, "source_a": a.model.source, "source_b": b.model.source}
     return DiffReport(a.label, b.label, a.dialect.dialect, b.dialect.dialect, model, atol, rtol, tokens, seed,
                       tuple(rows), only_a, only_b, changed, comps, values, a.bytes_read, b.bytes_read,
-                      a.config_note, b.config_note)
+                      a.config_note, b.config_note, (sampled,) if sampled else ())

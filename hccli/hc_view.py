@@ -24,8 +24,8 @@ from hccli.checkpoint.header import DTYPES
 from hccli.checkpoint.source import ByteSource, one_line
 from hccli.checkpoint.values import (
     READABLE_DTYPES,
+    iter_tensor_bytes,
     iter_tensor_chunks,
-    read_tensor_bytes,
 )
 from hccli.config import ConfigUnusable
 from hccli.errors import HcError
@@ -130,6 +130,7 @@ class HcView:
     config_note: ConfigUnusable | None = None  # the config.json beside it, set aside
     remote: bool = False  # each read is a round trip: worth overlapping
     counter: list[int] = field(default_factory=lambda: [0])
+    second_spellings: list[tuple[str, str, str]] = field(default_factory=list)  # (name, name, canonical)
     _chunks: Callable[[str], Iterator[np.ndarray] | None] | None = field(default=None, repr=False)
 
     @property
@@ -315,12 +316,12 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
             raise HcError(f"{label}: key '{arch}.hyper_connection.sinkhorn_iterations' is "
                           f"{one_line(repr(iters), 60)}; expected an integer 1..1000")
     return HcView(label, "gguf" if gguf else "safetensors", detection, model, n_stages, iters, eps, norm_eps, hc,
-                  others, ckpt.config_note, ckpt.remote is not None, counter, chunks)
+                  others, ckpt.config_note, ckpt.remote is not None, counter, H.second_spellings(ckpt), chunks)
 
 
 def _chunks(ckpt, stored: str, counter: list[int]) -> Iterator[np.ndarray] | None:
-    """One tensor's values as float64 chunks: streamed where values.py decodes its type,
-    dequantised whole (within the HC bound) where it is a GGML quant, else None."""
+    """One tensor's values as float64 chunks of at most CHUNK_ELEMENTS: decoded by values.py, or a
+    GGML quant's whole blocks dequantised a slice at a time; None for a type decoded nowhere."""
     from hccli.checkpoint.hc import is_gguf
 
     shard, info = ckpt.tensors()[stored]
@@ -330,14 +331,15 @@ def _chunks(ckpt, stored: str, counter: list[int]) -> Iterator[np.ndarray] | Non
                 for x in iter_tensor_chunks(src, shard.header, stored, CHUNK_ELEMENTS * DTYPES[info.dtype] // 8):
                     yield x.astype(np.float64)
         return stream()
-    if not is_gguf(shard) or info.n_elements > MAX_HC_ELEMENTS:
-        return None  # quantised blocks are dequantised whole; past the cap, not compared
+    if not is_gguf(shard):
+        return None
 
-    def whole() -> Iterator[np.ndarray]:
-        from hccli.checkpoint.gguf_store import dequantize
+    def blocks() -> Iterator[np.ndarray]:
+        from hccli.checkpoint.gguf_store import dequantize, quant_block
 
+        values, size = quant_block(info.dtype)
+        where = f"{shard.path}: tensor '{one_line(info.name)}'"
         with CountingSource(ckpt.source(shard), counter) as src:
-            raw = read_tensor_bytes(src, shard.header, stored)
-        yield dequantize(raw, info.dtype, info.shape, f"{shard.path}: tensor '{info.name}'").reshape(-1) \
-            .astype(np.float64)
-    return whole()
+            for raw in iter_tensor_bytes(src, shard.header, stored, max(1, CHUNK_ELEMENTS // values) * size):
+                yield dequantize(raw, info.dtype, (len(raw) // size * values,), where).astype(np.float64)
+    return blocks()

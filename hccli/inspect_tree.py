@@ -132,9 +132,10 @@ class TreeNode:
 
 
 def _number(part: str) -> bool:
-    """A member or inner number: ASCII digits only (str.isdigit() also takes '²' and '٣', which are
-    names here, and int() refuses the first)."""
-    return part.isdigit() and part.isascii()
+    """A member or inner number as canonical names write it (vocab.NUMBER): ASCII digits only
+    (str.isdigit() also takes '²' and '٣', which are names here, and int() refuses the first), no
+    leading zero (`layers.01` is a name of its own, not layer 1 folded into `layers.[0-5]`)."""
+    return part.isdigit() and part.isascii() and (part[0] != "0" or part == "0")
 
 
 def build_tree(entries: Iterable[tuple[str, str, tuple[int, ...]]]) -> list[TreeNode]:

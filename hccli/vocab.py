@@ -33,10 +33,14 @@ DEFAULT_NORM_EPS = 1e-6
 BACKBONE = "layers"
 STAGE = "mtp"
 
+# A layer or stage number as canonical names write it: ASCII digits, no leading zero. `\d` with
+# int() would also take "01" and a fullwidth "１" as 1, so that a second spelling of one
+# tensor in a file would stand in for it; every name pattern with a number uses this one.
+NUMBER = r"(?:0|[1-9][0-9]{0,5})"
 _HC_NAME = re.compile(
-    r"^(?:(?P<owner>(?P<kind>layers|mtp)\.(?P<num>\d{1,6}))\.)?hc_(?P<site>attn|ffn|head)_(?P<part>fn|base|scale)$"
+    rf"^(?:(?P<owner>(?P<kind>layers|mtp)\.(?P<num>{NUMBER}))\.)?hc_(?P<site>attn|ffn|head)_(?P<part>fn|base|scale)$"
 )
-_OWNER = re.compile(r"^(?P<kind>layers|mtp)\.(?P<num>\d{1,6})\.")
+_OWNER = re.compile(rf"^(?P<kind>layers|mtp)\.(?P<num>{NUMBER})\.")
 
 
 def mix_width(hc_mult: int) -> int:

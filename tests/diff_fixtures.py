@@ -85,11 +85,25 @@ def hc_values(ckpt: Path, dialect: str = D.RELEASE) -> dict[str, np.ndarray]:
     return {h.canonical(): f32(t, n) for n in t if (h := D.hc_name(n, dialect)) is not None}
 
 
+def add_shard(ckpt: Path, file: str, tensors: dict[str, np.ndarray]) -> Path:
+    """One more shard, written by safetensors' own serializer, and named in the index."""
+    from safetensors.numpy import save_file
+
+    save_file(tensors, str(ckpt / file), metadata={"format": "pt"})
+    index = ckpt / INDEX_NAME
+    doc = json.loads(index.read_text())
+    doc["weight_map"].update(dict.fromkeys(tensors, file))
+    doc["metadata"]["total_size"] += sum(x.nbytes for x in tensors.values())
+    index.write_text(json.dumps(doc))
+    return ckpt / file
+
+
 def write_gguf(path: Path, values: dict[str, np.ndarray], types: dict[str, str], config: str = TINY,
-               split_max_tensors: int = 0) -> Path:
+               split_max_tensors: int = 0, extra: dict[str, np.ndarray] | None = None) -> Path:
     """A deepseek4 GGUF holding `values` (canonical names) as llama.cpp's converter
     names them; `types` picks F16 or Q8_0 per canonical name (default F32). The
-    stages are left out, as the converter drops them."""
+    stages are left out, as the converter drops them. `extra` adds tensors by their
+    GGUF names, after the others."""
     import gguf
 
     cfg = load_config(SAMPLES / config)
@@ -112,6 +126,8 @@ def write_gguf(path: Path, values: dict[str, np.ndarray], types: dict[str, str],
             w.add_tensor(g, gguf.quants.quantize(np.ascontiguousarray(x), q8), raw_dtype=q8)
         else:
             w.add_tensor(g, np.ascontiguousarray(x, np.float32))
+    for name, x in (extra or {}).items():
+        w.add_tensor(name, x)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()

@@ -5,7 +5,7 @@ import re
 
 from conftest import ROOT
 
-from hccli import config_read, safe_write, vocab
+from hccli import config_read, hc_view, safe_write, vocab
 from hccli.checkpoint import gguf_file, header, store, verify
 from hccli.kernels import limits
 
@@ -28,6 +28,8 @@ def test_bounds_table_matches_the_code():
         "Sinkhorn iterations": [n(vocab.MAX_SINKHORN_ITERS)],
         "`hc_*_fn` values `--verify` reads (in 8 MiB chunks)": [n(verify.FN_READ_BUDGET)],
         "values in one array `run-kernel` reads or builds": [n(limits.MAX_ELEMENTS)],
+        "sample hidden states `diff` sends through each site": [n(limits.MAX_ELEMENTS)],
+        "values `diff --values all` decodes at a time": [n(hc_view.CHUNK_ELEMENTS)],
         "JSON mixes": [n(limits.MAX_JSON_BYTES), str(limits.MAX_JSON_DEPTH), str(limits.MAX_JSON_DIGITS)],
         "a GGUF header (metadata and tensor infos)": [n(gguf_file.MAX_HEADER_BYTES), n(gguf_file.MAX_TENSORS)],
         "a file written (`--plot`, `--save`, a cache entry)": [n(safe_write.TMP_TRIES), n(safe_write.MAX_WALK)],

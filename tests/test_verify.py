@@ -114,6 +114,18 @@ def test_duplicate_tensor_and_unindexed_shard(ck):
     assert f["unindexed_shard"]["severity"] == "warning" and "model-extra" in f["unindexed_shard"]["message"]
 
 
+@covers("duplicate_spelling")
+def test_second_spelling_of_a_tensor(ck):
+    import numpy as np
+    from diff_fixtures import add_shard
+
+    name = "layers.2.hc_ffn_base"
+    _, _, shape, raw = next(e for e in read_entries(shard_of(ck, name)) if e[0] == name)
+    add_shard(ck, "model-decoy.safetensors", {"layers.02.hc_ffn_base": np.frombuffer(raw, "<f4").reshape(shape)})
+    f = findings(ck)["duplicate_spelling"]
+    assert f["severity"] == "error" and f"'{name}' and 'layers.02.hc_ffn_base' both spell '{name}'" in f["message"]
+
+
 @covers("total_size_mismatch")
 def test_total_size_mismatch(ck):
     edit_index(ck, lambda d: d["metadata"].__setitem__("total_size", d["metadata"]["total_size"] + 1))

@@ -229,3 +229,9 @@ def dequantize(raw: bytes, ggml_type: str, shape: tuple[int, ...], where: str) -
         raise HcError(f"{where}: the gguf package cannot dequantise {ggml_type}") from None
     return np.ascontiguousarray(out, dtype=np.float32).reshape(shape)
 
+
+def quant_block(ggml_type: str) -> tuple[int, int]:
+    """(values, bytes) of one block of a GGML type: a slice of whole blocks dequantises alone."""
+    from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
+
+    return GGML_QUANT_SIZES[GGMLQuantizationType[ggml_type]]

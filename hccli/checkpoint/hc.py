@@ -78,6 +78,15 @@ def dialect_of(ckpt: Checkpoint, raw_config: dict | None = None) -> D.Detection:
     return ckpt._dialect
 
 
+def second_spellings(ckpt: Checkpoint) -> list[tuple[str, str, str]]:
+    """dialects.second_spellings of the checkpoint's names in its dialect (cached on it): pairs
+    of names that spell one tensor, which verify reports and diff refuses to compare."""
+    got = ckpt.memo.get("second_spellings")
+    if got is None:
+        got = ckpt.memo["second_spellings"] = D.second_spellings(ckpt.all_names(), dialect_of(ckpt).dialect)
+    return got
+
+
 def _hc_parser(ckpt: Checkpoint):
     dialect = dialect_of(ckpt).dialect
     if dialect in (D.RELEASE, D.UNKNOWN):

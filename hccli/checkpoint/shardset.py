@@ -28,8 +28,9 @@ from hccli.errors import HcError
 from hccli.record import record
 from hccli.vocab import INDEX_NAME
 
-# transformers' and the releases' shard names: model-00003-of-00014.safetensors
-SHARD_OF = re.compile(r"^(?P<prefix>.*?[-_])(?P<k>\d{5,6})-of-(?P<n>\d{5,6})\.safetensors$")
+# transformers' and the releases' shard names: model-00003-of-00014.safetensors; ASCII digits only
+# (`\d` and int() would read a fullwidth "００００１" as shard 1, standing in for the real one)
+SHARD_OF = re.compile(r"^(?P<prefix>.*?[-_])(?P<k>[0-9]{5,6})-of-(?P<n>[0-9]{5,6})\.safetensors$")
 
 
 @record

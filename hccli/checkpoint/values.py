@@ -142,16 +142,23 @@ def read_tensor(source: ByteSource, header: Header, name: str) -> np.ndarray:
     return values
 
 
+def iter_tensor_bytes(source: ByteSource, header: Header, name: str, step: int) -> Iterator[bytes]:
+    """The stored bytes of tensor `name`, `step` bytes a read (the last read shorter): the caller
+    picks a step of whole elements, or of whole blocks for a GGML quant."""
+    info = _lookup(header, name)
+    _check_size(source, header)
+    for start in range(0, info.nbytes, step):
+        yield source.read(info.abs_begin + start, min(step, info.nbytes - start))
+
+
 def iter_tensor_chunks(source: ByteSource, header: Header, name: str, chunk_bytes: int = 8 << 20
                        ) -> Iterator[np.ndarray]:
     """The values of tensor `name`, flat, a read of at most ~chunk_bytes at a time (whole
     elements), so that a tensor of any size is looked at without holding it. A tensor that
     fits in one chunk is one read, as with read_tensor."""
     info = _readable(header, name)
-    _check_size(source, header)
     item = DTYPES[info.dtype] // 8
-    step = max(item, chunk_bytes - chunk_bytes % item)
-    for start in range(0, info.nbytes, step):
-        values = _decode(source.read(info.abs_begin + start, min(step, info.nbytes - start)), info.dtype)
+    for raw in iter_tensor_bytes(source, header, name, max(item, chunk_bytes - chunk_bytes % item)):
+        values = _decode(raw, info.dtype)
         values.flags.writeable = False
         yield values

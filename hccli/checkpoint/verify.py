@@ -23,6 +23,7 @@ from hccli.checkpoint.hc import (
     find_hc,
     gguf_settings,
     is_gguf,
+    second_spellings,
 )
 from hccli.checkpoint.shardset import Checkpoint
 from hccli.checkpoint.source import one_line
@@ -46,6 +47,8 @@ CODES = {
     "unindexed_tensor": ("error", "a shard holds a tensor the index does not list"),
     "wrong_shard": ("error", "a tensor lies in another shard than the index says"),
     "duplicate_tensor": ("error", "a tensor is stored in several shards"),
+    "duplicate_spelling": ("error", "two names spell one tensor (a leading zero, a digit of another script, "
+                                    "an alias of the dialect): a loader may take either"),
     "unindexed_shard": ("warning", "a .safetensors file in the directory that the index never names"),
     "total_size_mismatch": ("error", "metadata.total_size differs from the sum of the tensors' byte spans"),
     "no_index": ("warning", "a directory of shards without model.safetensors.index.json"),
@@ -125,6 +128,9 @@ def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
         dups = sorted(n for n, shards in occ.items() if len(shards) > 1)
         _each(out, "duplicate_tensor", dups,
               lambda n: f"tensor '{n}' is in {len(occ[n])} shards: " + ", ".join(s.file for s in occ[n]))
+    for first, second, canonical in second_spellings(ckpt):
+        out.append(_f("duplicate_spelling", f"'{one_line(first, 120)}' and '{one_line(second, 120)}' both spell "
+                      f"'{one_line(canonical, 120)}'; expected one name per tensor (a loader may take either)"))
     if idx is None:
         if ckpt.kind == "directory" and len(ckpt.shards) > 1 and not is_gguf(ckpt.shards[0]):
             out.append(_f("no_index", f"{ckpt.label}: {len(ckpt.shards)} shards and no model.safetensors.index.json"))

@@ -49,7 +49,7 @@ def diff_cmd(
     gives, and those that seeded sample hidden states give through each side's
     site. Names are compared in canonical (release) form, so any two dialects mix.
     Exit 0 when every HC value is within --atol/--rtol, 1 when not, 2 when a side
-    cannot be read or the two are different models. Never writes anything.
+    cannot be read, spells one tensor twice or the two are different models. Never writes anything.
     """
     from hccli.cli import render_diff
     from hccli.cli.output import config_warning, emit_json, progress_bar, show

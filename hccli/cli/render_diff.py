@@ -7,7 +7,7 @@ from typing import Any, Iterator
 from rich.table import Table
 from rich.text import Text
 
-from hccli.cli.output import markup, safe
+from hccli.cli.output import markup, plain, safe
 from hccli.diff import DIFFERS, EQUAL, MISSING_A, MISSING_B, NOT_IN_DIALECT, SHAPE, TRANSPOSED, WITHIN, DiffReport
 
 _STATUS = {
@@ -63,6 +63,8 @@ def _header(r: DiffReport) -> Iterator[Any]:
     yield Text(f"tolerance: {tol}; effect: the largest difference in the pre/post weights and comb matrix, "
                f"from the base alone (b) or from {r.sample_tokens} sample tokens, seed {r.seed}, through each "
                "side's whole site (s)")
+    for n in r.notes:
+        yield markup(f"[yellow]note:[/] {safe(n)}")
 
 
 def _types(x) -> str:
@@ -108,7 +110,7 @@ def _components(r: DiffReport) -> Iterator[Any]:
     yield t
     for side, names in (("A", r.only_in_a), ("B", r.only_in_b)):
         if names:
-            shown = ", ".join(safe(n) for n in names[:3])
+            shown = ", ".join(plain(n) for n in names[:3])  # Text: no markup to escape, names as written
             yield Text(f"only in {side}: {len(names):,} tensors, e.g. {shown}")
 
 

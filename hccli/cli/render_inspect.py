@@ -35,12 +35,13 @@ def _summary(r: InspectReport) -> Iterator[Any]:
         "no config.json"
     yield markup(f"[bold]{safe(c.label)}[/] ({c.kind}, {cfg})")
     d = r.dialect_info()
-    yield Text(safe(f"dialect: {d.name} ({d.description})" + (f"; {d.note}" if d.note else "")))
+    yield Text(plain(f"dialect: {d.name} ({d.description})" + (f"; {d.note}" if d.note else "")))
     g = r.gguf_info()
     if g is not None:
         shown = ", ".join(f"{k} {f'{v:.6g}' if isinstance(v, float) else v}" for k, v in sorted(g.settings.items())
                           if not isinstance(v, (dict, list)) or len(v) <= 8)
-        yield Text(safe(f"GGUF architecture {g.architecture}: {shown or 'no model settings in the metadata'}"))
+        # Text parses no markup: names and values print as written (safe() would leave its backslashes)
+        yield Text(plain(f"GGUF architecture {g.architecture}: {shown or 'no model settings in the metadata'}"))
     if c.remote is not None:
         rm, tr = c.remote, c.remote.transfer
         yield markup(safe(f"{rm.endpoint}, revision {rm.ref.revision or 'main'} = commit {rm.sha}"
