@@ -35,7 +35,7 @@ def _reference(tensors):
     tops: dict[str, list] = {}
     for name, (_, t) in tensors.items():
         parts = name.split(".")
-        num = [p.isdigit() and p.isascii() for p in parts]
+        num = [p.isdigit() and p.isascii() and (p[0] != "0" or p == "0") for p in parts]  # canonical numbers
         i = 1 if len(parts) > 2 and num[1] else 2 if len(parts) > 3 and num[2] and parts[0] in ("model", "decoder") else 0
         if not i:
             tops.setdefault(name, [set(), {}, t])
