@@ -515,9 +515,10 @@ def open_checkpoint(
     if kind == "file":
         names: list[tuple[str, bool]] = [(entry, False)]  # type: ignore[list-item]
         if entry.endswith(".gguf"):  # with the rest of its split set
-            from hccli.checkpoint.gguf_store import gguf_parts
+            from hccli.checkpoint.gguf_store import check_split_total, gguf_parts
 
             found, missing = gguf_parts(store.files(), entry, one_line(label))
+            check_split_total(store, found, one_line(label))
             names = [(f, False) for f in found]
     else:
         # the index and config.json are two round trips on a hub: let them overlap
@@ -549,6 +550,7 @@ def open_checkpoint(
             gguf_parts = gguf.gguf_parts
 
             found, missing = gguf_parts(listing, None, one_line(label))
+            gguf.check_split_total(store, found, one_line(label))
             names = [(f, False) for f in found]
         else:
             names, unsafe, missing = _plan(index, store.exists, others, one_line(label))
