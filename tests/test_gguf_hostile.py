@@ -91,6 +91,35 @@ def test_metadata_arrays_are_passed_over_in_bounded_memory(tmp_path):
     assert [t.name for t in h.tensors] == list(_site(0)) and h.tensors[1].abs_begin % 32 == 0
 
 
+def test_a_small_window_reads_what_gguf_reader_reads(tmp_path, monkeypatch):
+    """Windows of 16 to 64 bytes: every string, array and tensor record runs across their ends."""
+    from hccli.checkpoint.gguf_file import HeaderScan
+    from hccli.checkpoint.gguf_store import read_gguf_header
+    from hccli.checkpoint.source import LocalFile
+
+    path = tmp_path / "m.gguf"
+    w = gguf.GGUFWriter(path, "deepseek4")
+    w.add_array("tokenizer.ggml.tokens", ["", "a", "tok" * 40, "\u00e9t\u00e9"] * 50)
+    w.add_array("deepseek4.attention.compress_ratios", [0, 4, 128])
+    w.add_string("tokenizer.chat_template", "x" * 300)
+    for name, x in (_site(0, 4, fn_cols=32) | _site(1, 4, "ffn", fn_cols=32)).items():
+        w.add_tensor(name, x)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    monkeypatch.setattr(HeaderScan, "FIRST", 16)
+    monkeypatch.setattr(HeaderScan, "MAX_READ", 64)
+    with LocalFile(path) as src:
+        h = read_gguf_header(src)
+    r = gguf.GGUFReader(path, "r")
+    want = {t.name: (int(t.data_offset), int(t.n_bytes)) for t in r.tensors}
+    r.data._mmap.close()
+    assert {t.name: (t.abs_begin, t.nbytes) for t in h.tensors} == want
+    assert h.kv["tokenizer.ggml.tokens"] == {"array_of": 200, "type": "STRING"}
+    assert h.kv["deepseek4.attention.compress_ratios"] == [0, 4, 128] and h.kv["tokenizer.chat_template"] == "x" * 300
+
+
 def test_metadata_arrays_are_not_fetched_over_the_hub(tmp_path, monkeypatch):
     pytest.importorskip("huggingface_hub")
     from hub_server import Hub

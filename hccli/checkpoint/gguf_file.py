@@ -112,23 +112,29 @@ class HeaderScan:
         return n
 
     def skip_strings(self, count: int, limit: int = MAX_STRING) -> None:
-        """Pass over an array's `count` strings by their lengths, a window at a time."""
+        """Pass over an array's `count` strings by their lengths, a window at a time (a
+        tokenizer's 16 M of them in a few seconds). A string past `limit` is longer than any
+        window, so only the one that runs past a window's end needs the check."""
         unpack = _U64.unpack_from
+        n = 0
         while count:
             buf, i = self.ahead(1 << 20)
-            end = len(buf) - 8
-            at = i
-            while count and at <= end:
-                (n,) = unpack(buf, at)
-                if n > limit:
-                    self.pos += at - i
-                    raise self.fail(f"string of {n:,} bytes; expected at most {limit:,}")
+            end, at = len(buf) - 8, i
+            for left in range(count, 0, -1):  # (a for over a range: twice a while's speed)
+                if at > end:
+                    break
+                n = unpack(buf, at)[0]
                 at += 8 + n
-                count -= 1
-            if at > len(buf):  # the last string runs past the window: skip its rest
+            else:
+                left = 0
+            count = left  # the strings not yet passed when the window ended
+            if at > len(buf):  # the last string runs past the window
+                if n > limit:
+                    self.pos += at - 8 - n - i
+                    raise self.fail(f"string of {n:,} bytes; expected at most {limit:,}")
                 self.pos += len(buf) - i
                 self.skip(at - len(buf))
             else:
                 self.pos += at - i
-                if count and at > end:
+                if count:
                     self.need(8)  # a length split over the window's end (or the header's)

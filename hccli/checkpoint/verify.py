@@ -65,7 +65,7 @@ def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
         out.append(finding("missing_shard", f"{named} shard '{name}', which is not in {ckpt.label}"))
     for name in ckpt.partial:
         out.append(finding("partial_file", f"'{name}' is a .partial file (an interrupted download or write?); "
-                      "the checkpoint may be incomplete"))
+                           "the checkpoint may be incomplete"))
     idx = ckpt.index
     if idx is not None and (agree.digest_agrees(ckpt, idx) or agree.index_agrees(ckpt, idx.weight_map)):
         occ: Any = None  # no duplicate and nothing the index misplaces: no table of names to build
@@ -75,7 +75,7 @@ def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
         occ = ckpt.occurrences()
         dups = sorted(n for n, shards in occ.items() if len(shards) > 1)
         each(out, "duplicate_tensor", dups,
-              lambda n: f"tensor '{n}' is in {len(occ[n])} shards: " + ", ".join(s.file for s in occ[n]))
+             lambda n: f"tensor '{n}' is in {len(occ[n])} shards: " + ", ".join(s.file for s in occ[n]))
     if idx is None:
         if ckpt.kind == "directory" and len(ckpt.shards) > 1 and not is_gguf(ckpt.shards[0]):
             out.append(finding("no_index",
@@ -92,8 +92,8 @@ def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
             spans = sum(sum(s.header.columns.ends) - sum(s.header.columns.begins)
                         for s in ckpt.shards if s.header is not None and s.indexed)
             if spans != idx.total_size and not unreadable and not gone:
-                out.append(finding("total_size_mismatch",
-                              f"metadata.total_size is {idx.total_size:,}; the shards' tensors span {spans:,} bytes"))
+                out.append(finding("total_size_mismatch", f"metadata.total_size is {idx.total_size:,}; the shards' "
+                                   f"tensors span {spans:,} bytes"))
     later: list[Finding] = []
     if ckpt.config_error:
         later.append(finding("config_unreadable", ckpt.config_error))
@@ -110,16 +110,16 @@ def _index_findings(out: list[Finding], ckpt: Checkpoint, wm: dict[str, str], oc
                     unreadable: set[str]) -> None:
     missing = sorted(n for n in filterfalse(occ.__contains__, wm) if wm[n] not in gone and wm[n] not in unreadable)
     each(out, "index_missing_tensor", missing,
-          lambda n: f"index lists '{n}' in {wm[n]}, which does not hold it")
+         lambda n: f"index lists '{n}' in {wm[n]}, which does not hold it")
     unindexed = sorted(filterfalse(wm.__contains__, occ))
     each(out, "unindexed_tensor", unindexed,
-          lambda n: f"tensor '{n}' in {occ[n][0].file} is not in the index")
+         lambda n: f"tensor '{n}' in {occ[n][0].file} is not in the index")
     wrong = [] if agree.each_shard_named(ckpt, wm) else sorted(
         n for n, shards in occ.items()
         if n in wm and len(shards) == 1 and wm[n] != shards[0].file
         and _norm(wm[n]) != _norm(shards[0].file))  # equal names need no PurePosixPath
     each(out, "wrong_shard", wrong,
-          lambda n: f"tensor '{n}' is in {occ[n][0].file}; the index says {wm[n]}")
+         lambda n: f"tensor '{n}' is in {occ[n][0].file}; the index says {wm[n]}")
 
 
 class _Single:
@@ -191,7 +191,7 @@ class _HcCheck:
                 if part == "fn":
                     if nbytes > fn_budget:
                         out.append(finding("hc_unchecked", f"'{s.tensor_name(part)}' ({nbytes:,} bytes) not read: "
-                                      f"past the {FN_READ_BUDGET:,} bytes of fn values one verify reads"))
+                                           f"past the {FN_READ_BUDGET:,} bytes of fn values one verify reads"))
                         continue
                     fn_budget -= nbytes
                 out.append(len(self.jobs))
