@@ -225,9 +225,10 @@ def is_gguf_name(name: str) -> bool:
     return name.endswith(".gguf")
 
 
-def gguf_parts(files: Iterable[str], entry: str | None, where: str) -> tuple[list[str], list[str]]:
+def gguf_parts(files: Iterable[str], entry: str | None, where: str, store: Any = None) -> tuple[list[str], list[str]]:
     """(the GGUF files to read, the split parts that are missing): `entry` and the rest
-    of its split set, or the one file or set among `files` (a folder)."""
+    of its split set, or the one file or set among `files` (a folder); with the `store`
+    they are in, a set of more than MAX_TENSORS tensors in all is refused before any is read."""
     files = [f for f in files if is_gguf_name(f) and "/" not in f]
     if entry is None:
         firsts = [f for f in files if (m := SPLIT_NAME.match(f)) and m["no"] == "00001"]
@@ -244,7 +245,10 @@ def gguf_parts(files: Iterable[str], entry: str | None, where: str) -> tuple[lis
         raise HcError(f"{where}: a split set of {count} parts; expected 1..{MAX_SPLITS}")
     parts = [f"{m['stem']}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
     have = set(files) | {entry}
-    return [p for p in parts if p in have], [p for p in parts if p not in have]
+    found = [p for p in parts if p in have]
+    if store is not None:
+        check_split_total(store, found, where)
+    return found, [p for p in parts if p not in have]
 
 
 def check_split_total(store: Any, parts: list[str], where: str) -> None:

@@ -515,10 +515,9 @@ def open_checkpoint(
     if kind == "file":
         names: list[tuple[str, bool]] = [(entry, False)]  # type: ignore[list-item]
         if entry.endswith(".gguf"):  # with the rest of its split set
-            from hccli.checkpoint.gguf_store import check_split_total, gguf_parts
+            from hccli.checkpoint.gguf_store import gguf_parts
 
-            found, missing = gguf_parts(store.files(), entry, one_line(label))
-            check_split_total(store, found, one_line(label))
+            found, missing = gguf_parts(store.files(), entry, one_line(label), store)
             names = [(f, False) for f in found]
     else:
         # the index and config.json are two round trips on a hub: let them overlap
@@ -549,8 +548,7 @@ def open_checkpoint(
         if gguf is not None and gguf.holds_gguf(listing):
             gguf_parts = gguf.gguf_parts
 
-            found, missing = gguf_parts(listing, None, one_line(label))
-            gguf.check_split_total(store, found, one_line(label))
+            found, missing = gguf_parts(listing, None, one_line(label), store)
             names = [(f, False) for f in found]
         else:
             names, unsafe, missing = _plan(index, store.exists, others, one_line(label))
