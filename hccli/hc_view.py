@@ -203,19 +203,19 @@ def _from_shapes(hc: dict[str, HcTensor]) -> ModelShape:
     return ModelShape(hc_mult, max(layers) + 1 if layers else None, dim, "tensor shapes")
 
 
-def _gguf_model(label: str, arch: str, s: dict) -> tuple[ModelShape, int, float, float] | None:
-    """(model, iterations, eps, norm_eps) from a GGUF's metadata, None where it lacks the
-    figures; a value of the wrong kind is an error naming its key (the file is hostile)."""
-    if not all(isinstance(s.get(k), int) for k in ("block_count", "embedding_length", "hyper_connection.count")):
-        return None
-    model = ModelShape(s["hyper_connection.count"], s["block_count"], s["embedding_length"], "GGUF metadata")
-    iters = s.get("hyper_connection.sinkhorn_iterations", DEFAULT_SINKHORN_ITERS)
-    eps, norm_eps = (s.get(k, d) for k, d in (("hyper_connection.epsilon", DEFAULT_HC_EPS),
-                                                ("attention.layer_norm_rms_epsilon", DEFAULT_NORM_EPS)))
-    for k, v in (("hyper_connection.epsilon", eps), ("attention.layer_norm_rms_epsilon", norm_eps)):
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v < 1:
-            raise HcError(f"{label}: key '{arch}.{k}' is {one_line(repr(v), 60)}; expected a number in [0, 1)")
-    return model, iters, eps, norm_eps
+def _gguf_settings(ckpt) -> tuple[ModelShape | None, int, float, float]:
+    """(model, iterations, eps, norm_eps) from a GGUF's metadata (checkpoint/gguf_meta.py: each
+    key within its bound, else an error naming it), the model None where it lacks its figures,
+    the reference defaults for keys it lacks."""
+    from hccli.checkpoint.hc import gguf_model
+
+    m = gguf_model(ckpt)
+    if m is None:
+        return None, DEFAULT_SINKHORN_ITERS, DEFAULT_HC_EPS, DEFAULT_NORM_EPS
+    model = None if None in (m.n_layers, m.dim, m.hc_mult) else ModelShape(m.hc_mult, m.n_layers, m.dim,
+                                                                           "GGUF metadata")
+    return (model, DEFAULT_SINKHORN_ITERS if m.iters is None else m.iters, DEFAULT_HC_EPS if m.eps is None else m.eps,
+            DEFAULT_NORM_EPS if m.norm_eps is None else m.norm_eps)
 
 
 # --- the view ---------------------------------------------------------------------------
@@ -240,16 +240,6 @@ def _gguf_label(ckpt) -> str:
     return first if len(ckpt.shards) == 1 else f"{first} (+{len(ckpt.shards) - 1} parts)"
 
 
-def _whole_gguf(ckpt) -> None:
-    """A GGUF is one model: a part missing or unreadable is an error, not a smaller model."""
-    if ckpt.missing:
-        raise HcError(f"{one_line(ckpt.label)}: part {one_line(ckpt.missing[0])} of the split set is missing; "
-                      f"expected {len(ckpt.shards) + len(ckpt.missing)} parts")
-    bad = next((s for s in ckpt.shards if s.header is None), None)
-    if bad is not None:
-        raise HcError(bad.error or f"{one_line(bad.file)}: unreadable")
-
-
 def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
     from hccli.checkpoint import hc as H
     from hccli.checkpoint.shardset import open_checkpoint
@@ -257,12 +247,10 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
     ckpt = open_checkpoint(str(path), config=config)
     gguf = any(H.is_gguf(s) for s in ckpt.shards)
     cfg = ckpt.config
-    label, arch, settings = ckpt.label, "", {}
+    label = ckpt.label
     if gguf:
-        _whole_gguf(ckpt)
+        H.require_whole(ckpt)  # a GGUF is one model: a part missing is an error, not a smaller model
         label = _gguf_label(ckpt)
-        arch = H.gguf_architecture(ckpt)
-        settings = H.gguf_settings(ckpt)
     detection = H.dialect_of(ckpt, ckpt.config_data)
     counter = [0]
 
@@ -304,17 +292,13 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
     if cfg is not None:
         model = ModelShape(cfg.hc_mult, cfg.n_layers, cfg.dim, "config")
         iters, eps, norm_eps, n_stages = cfg.hc_sinkhorn_iters, cfg.hc_eps, cfg.norm_eps, cfg.n_stages
-    elif gguf and (got := _gguf_model(label, arch, settings)) is not None:
-        model, iters, eps, norm_eps = got
     else:
-        model = _from_shapes(hc)
-        iters, eps, norm_eps = DEFAULT_SINKHORN_ITERS, DEFAULT_HC_EPS, DEFAULT_NORM_EPS
+        model, iters, eps, norm_eps = _gguf_settings(ckpt) if gguf else (None, DEFAULT_SINKHORN_ITERS,
+                                                                         DEFAULT_HC_EPS, DEFAULT_NORM_EPS)
+        model = model or _from_shapes(hc)
         n_stages = max((t.hc.num + 1 for t in hc.values() if t.hc.kind == STAGE), default=0)
     if gguf:
         n_stages = 0  # llama.cpp's converter drops the stages; the head mix is numbered without them
-        if not isinstance(iters, int) or isinstance(iters, bool) or not 1 <= iters <= 1000:
-            raise HcError(f"{label}: key '{arch}.hyper_connection.sinkhorn_iterations' is "
-                          f"{one_line(repr(iters), 60)}; expected an integer 1..1000")
     return HcView(label, "gguf" if gguf else "safetensors", detection, model, n_stages, iters, eps, norm_eps, hc,
                   others, ckpt.config_note, ckpt.remote is not None, counter, H.second_spellings(ckpt), chunks)
 

@@ -18,9 +18,7 @@ from hccli.checkpoint.hc import (
     gguf_settings,
     is_gguf,
     layer_counts,
-    op_settings,
-    read_base_scale_lists,
-    site_hc,
+    split_set_problems,
 )
 from hccli.checkpoint.header import Columns
 from hccli.checkpoint.shardset import Checkpoint, open_checkpoint
@@ -34,8 +32,8 @@ from hccli.inspect_tree import (
     totals_from_columns,
 )
 from hccli.layers import format_ranges
+from hccli.inspect_hc import HcEntry, HcSplitEntry, read_hc_entries  # noqa: F401 - the HC entries' home; renderers import them here
 from hccli.record import record
-from hccli.sinkhorn_f32 import head_pre_zero, split_sinkhorn_zero, supports
 from hccli.vocab import BACKBONE, STAGE, owner_of
 
 if TYPE_CHECKING:  # verify's modules load only for --verify
@@ -56,47 +54,6 @@ class TensorRow:
 class DtypeTotal:
     tensors: int
     bytes: int
-
-
-@record
-class HeadParts:
-    """A head mix's base: hc pre offsets, nothing else."""
-
-    pre: list[float]
-
-
-@record
-class SplitParts:
-    """An attn/ffn site's base, (2 + hc) * hc values: pre, post, then the comb rows."""
-
-    pre: list[float]
-    post: list[float]
-    comb: list[list[float]]
-
-
-@record
-class HcEntry:
-    """One HC site's values and what its base alone yields (mixes = 0). As is, the root
-    or a stage's head mix (no Sinkhorn there); attn and ffn sites are HcSplitEntry."""
-
-    layer: int
-    name: str  # "layers.3", "mtp.0" or "head"
-    site: str
-    stage: bool
-    scale: list[float]
-    base: list[float]
-    base_parts: HeadParts | SplitParts
-    pre_from_base: list[float]
-
-    @property
-    def hc(self) -> int:
-        return len(self.pre_from_base)
-
-
-@record
-class HcSplitEntry(HcEntry):
-    post_from_base: list[float]
-    comb_from_base: list[list[float]]
 
 
 @record
@@ -170,60 +127,6 @@ class InspectListDocument(InspectDocument):
     tensor_list: list[TensorRow]
 
 
-def read_hc_entries(ckpt: Checkpoint, sites: list[HcSiteTensors]) -> list[HcEntry]:
-    iters, eps = op_settings(ckpt)
-    usable = [s for s in sites if site_hc(s) is not None
-              and all(s.parts[p][1].dtype == "F32" or is_gguf(s.parts[p][0]) for p in ("base", "scale"))]
-    # (the others are --verify's to report: hc_incomplete / hc_shape / hc_dtype; nothing to compute,
-    # and nothing read: a header past the hc_mult bound may claim gigabytes)
-
-    def read(s: HcSiteTensors):
-        base, scale = read_base_scale_lists(ckpt, s)
-        return s, base, scale
-
-    workers = ckpt.store.workers if ckpt.store is not None else 1
-    if workers > 1:  # each read is a round trip: overlap them
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(2 * workers) as pool:
-            values = list(pool.map(read, usable))
-    else:
-        values = [read(s) for s in usable]
-    out: dict[int, HcEntry] = {}
-    # the sites of one shape go through the op together, one row each (mixes = 0)
-    by_shape: dict[tuple[int, bool], list] = {}
-    for i, (s, base, scale) in enumerate(values):
-        by_shape.setdefault((site_hc(s), s.site == "head"), []).append(i)
-    for (hc, head), idx in by_shape.items():
-        bases, scales = [values[i][1] for i in idx], [values[i][2] for i in idx]
-        if head:
-            pre = head_pre_zero(bases, scales, eps)
-        elif supports(hc):
-            pre, post, comb = split_sinkhorn_zero(bases, scales, hc, iters, eps)
-        else:  # no pure halving tree: numpy's op (sinkhorn_np.py)
-            pre, post, comb = _split_sinkhorn_np(bases, scales, hc, iters, eps)
-        for row, i in enumerate(idx):
-            s, b, scale = values[i]
-            common = (s.layer, s.name, s.site, s.is_stage, scale, b)
-            if head:
-                out[i] = HcEntry(*common, HeadParts(b), pre[row])
-            else:
-                parts = SplitParts(b[:hc], b[hc:2 * hc], [b[(2 + j) * hc:(3 + j) * hc] for j in range(hc)])
-                out[i] = HcSplitEntry(*common, parts, pre[row], post[row], comb[row])
-    return [out[i] for i in sorted(out)]
-
-
-def _split_sinkhorn_np(bases: list, scales: list, hc: int, iters: int, eps: float) -> tuple[list, list, list]:
-    import numpy as np
-
-    from hccli.sinkhorn_np import split_sinkhorn
-
-    b = np.array(bases, dtype=np.float32)
-    with np.errstate(all="ignore"):
-        pre, post, comb = split_sinkhorn(np.zeros_like(b), np.array(scales, dtype=np.float32), b, hc, iters, eps)
-    return pre.tolist(), post.tolist(), comb.tolist()
-
-
 def _build_tree(ckpt: Checkpoint) -> list[TreeNode]:
     return build_tree_columns(_columns(ckpt))
 
@@ -260,6 +163,7 @@ class InspectReport:
     findings: list[Finding] | None
     hc_sites: int = 0  # HC sites found by name; those whose tensors yield no values are not in `hc`
     tree_job: Any = field(default=None, repr=False, compare=False)  # the tree, being built beside
+    notes: list[str] = field(default_factory=list, repr=False, compare=False)  # warnings for people, not in JSON
 
     @property
     def tensors(self) -> dict:
@@ -413,11 +317,13 @@ def _report(ckpt: Checkpoint, sites: list[HcSiteTensors], name_glob: str | None,
             where = f"HC sites at layers {format_ranges(have)}" if have else "no hc_* tensors"
             raise HcError(f"{ckpt.label}: no HC sites at layer {format_ranges(sorted(hc_layers))}; "
                           f"this checkpoint has {where}")
-    entries = read_hc_entries(ckpt, sites)  # (before verify: the scan goes on meanwhile)
+    entries, notes = read_hc_entries(ckpt, sites)  # (before verify: the scan goes on meanwhile)
     findings = None
     if hc_check is not None:
         from hccli.checkpoint.verify import verify
 
         findings = verify(ckpt, hc=hc_check)
+    else:  # (--verify words these as findings; unreadable parts the command warns of itself)
+        notes = split_set_problems(ckpt, unreadable=False) + notes
     return InspectReport(ckpt, n_tensors, n_layers, n_stages, stored, logical, dtypes, rows,
-                         entries, findings, len(sites))
+                         entries, findings, len(sites), notes=notes)

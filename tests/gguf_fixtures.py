@@ -5,6 +5,8 @@ Tests that use these skip without the gguf package."""
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
 import pytest
 from conftest import SAMPLES
@@ -78,3 +80,36 @@ def stored_values(values, types=None) -> dict[str, np.ndarray]:
             q = g.GGMLQuantizationType[kind]
             out[name] = g.quants.dequantize(g.quants.quantize(x, q), q).reshape(x.shape).astype(np.float32)
     return out
+
+
+# --- written field by field, for what GGUFWriter will not write -----------------------------
+
+def _s(text) -> bytes:
+    raw = text.encode() if isinstance(text, str) else text
+    return struct.pack("<Q", len(raw)) + raw
+
+
+def kv_u32(key: str, value: int) -> bytes:
+    return _s(key) + struct.pack("<II", 4, value)
+
+
+def kv_str(key: str, value: str) -> bytes:
+    return _s(key) + struct.pack("<I", 8) + _s(value)
+
+
+def struct_gguf(path, tensors, kvs=(), align: int = 32, offsets=None):
+    """A GGUF written with struct: `tensors` [(name, ne, GGML type code, data bytes)], laid out
+    packed and aligned unless `offsets` (relative to the data section) says where each lies;
+    `kvs` already encoded (kv_u32, kv_str; general.architecture deepseek4 comes first)."""
+    kvs = [kv_str("general.architecture", "deepseek4"), *kvs]
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)) + b"".join(kvs)
+    data, at, places = b"", 0, []
+    for _, _, _, raw in tensors:
+        places.append(at)
+        data += raw + bytes(-len(raw) % align)
+        at = len(data)
+    for (name, ne, code, _), offset in zip(tensors, offsets or places):
+        head += _s(name) + struct.pack(f"<I{len(ne)}QIQ", len(ne), *ne, code, offset)
+    with open(path, "wb") as f:
+        f.write(head + bytes(-len(head) % align) + data)
+    return path

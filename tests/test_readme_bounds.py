@@ -5,8 +5,8 @@ import re
 
 from conftest import ROOT
 
-from hccli import config_read, hc_view, safe_write, vocab
-from hccli.checkpoint import gguf_file, header, store, verify
+from hccli import config_bounds, config_read, hc_view, inspect_hc, safe_write, vocab
+from hccli.checkpoint import findings, gguf_file, gguf_store, hc, header, store, verify
 from hccli.kernels import limits
 
 
@@ -31,7 +31,14 @@ def test_bounds_table_matches_the_code():
         "sample hidden states `diff` sends through each site": [n(limits.MAX_ELEMENTS)],
         "values `diff --values all` decodes at a time": [n(hc_view.CHUNK_ELEMENTS)],
         "JSON mixes": [n(limits.MAX_JSON_BYTES), str(limits.MAX_JSON_DEPTH), str(limits.MAX_JSON_DIGITS)],
-        "a GGUF header (metadata and tensor infos)": [n(gguf_file.MAX_HEADER_BYTES), n(gguf_file.MAX_TENSORS)],
+        "a GGUF header (metadata and tensor infos)": [n(gguf_file.MAX_HEADER_BYTES), n(gguf_file.MAX_TENSORS),
+                                                      n(gguf_store.MAX_ARRAY), n(gguf_store.MAX_KEY_BYTES),
+                                                      n(gguf_file.KEPT_METADATA_BYTES)],
+        "a GGUF's model settings": [n(config_bounds.MAX_LAYERS), n(config_bounds.MAX_DIM), str(vocab.MAX_HC_MULT),
+                                    n(vocab.MAX_SINKHORN_ITERS)],
+        "HC sites in a checkpoint": [n(hc.MAX_HC_SITES)],
+        "findings of one code `--verify` lists": [n(findings.MAX_FINDINGS_PER_CODE)],
+        "HC values `inspect` reads and reports": [n(inspect_hc.MAX_INSPECT_VALUES), n(inspect_hc.PLAIN_SPLIT_BUDGET)],
         "a file written (`--plot`, `--save`, a cache entry)": [n(safe_write.TMP_TRIES), n(safe_write.MAX_WALK)],
     }
     for what, figures in rows.items():

@@ -292,7 +292,7 @@ def test_what_records_refuse():
 
 # Classes built many times per run stay dataclasses (a record's __init__ is slower per instance):
 # verify's findings (one per tensor of a broken checkpoint), the listed rows, the tree's nodes.
-KEPT = {"hccli.checkpoint.verify.Finding", "hccli.inspect_report.TensorRow", "hccli.inspect_tree.TreeNode"}
+KEPT = {"hccli.checkpoint.findings.Finding", "hccli.inspect_report.TensorRow", "hccli.inspect_tree.TreeNode"}
 
 PROBE = """
 import dataclasses, sys

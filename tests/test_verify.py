@@ -263,6 +263,51 @@ def test_gguf_partial_inventory_and_unmapped_names(tmp_path):
     assert "blk.0.engram_table.weight" in got["unmapped_tensor"]["message"]
 
 
+@covers("gguf_misaligned")
+def test_gguf_data_offset_off_the_alignment(tmp_path):
+    from gguf_fixtures import struct_gguf
+
+    one, two = struct.pack("<3f", 1, 2, 3), struct.pack("<3f", 4, 5, 6)
+    path = struct_gguf(tmp_path / "m.gguf", [("a.weight", (3,), 0, one), ("b.weight", (3,), 0, two)],
+                       offsets=[0, 16])  # general.alignment is 32 where the metadata says none
+    got = findings(path)
+    assert "'b.weight'" in got["gguf_misaligned"]["message"] and "alignment 32" in got["gguf_misaligned"]["message"]
+
+
+@covers("gguf_overlap")
+def test_gguf_tensors_sharing_data_bytes(tmp_path):
+    from gguf_fixtures import struct_gguf
+
+    raw = struct.pack("<16f", *range(16))
+    path = struct_gguf(tmp_path / "m.gguf", [("a.weight", (16,), 0, raw), ("b.weight", (8,), 0, raw[:32])],
+                       offsets=[0, 32])  # b is a's second half
+    message = findings(path)["gguf_overlap"]["message"]
+    assert "'a.weight' and 'b.weight'" in message and "32 to 64" in message
+
+
+@pytest.mark.parametrize("cols", [128, 16384, 0])
+def test_gguf_fn_width_against_its_embedding_length(tmp_path, cols):
+    import numpy as np
+    from gguf_fixtures import hc_values, write_gguf
+
+    values = hc_values()
+    values["layers.2.hc_attn_fn"] = np.zeros((24, cols), np.float32)  # hc 4 x embedding_length 64 is 256
+    message = findings(write_gguf(tmp_path / "m.gguf", values, types={}))["hc_shape"]["message"]
+    assert message.startswith("layers.2 attn: fn has") and (cols == 0 or "embedding_length 64" in message)
+
+
+def test_gguf_hc_shapes_against_its_hyper_connection_count(tmp_path):
+    import numpy as np
+    from gguf_fixtures import hc_values, write_gguf
+
+    values = hc_values()
+    values.update({"layers.1.hc_ffn_fn": np.zeros((8, 2 * 64), np.float32),  # hc 2; the metadata says 4
+                   "layers.1.hc_ffn_base": np.zeros(8, np.float32)})
+    message = findings(write_gguf(tmp_path / "m.gguf", values, types={}))["hc_shape"]["message"]
+    assert message == ("layers.1 ffn: shapes imply hc_mult 2; the GGUF metadata's deepseek4.hyper_connection.count "
+                       "says 4")
+
+
 def test_every_code_has_a_test():
     assert set(COVERED) == set(CODES), set(CODES) ^ set(COVERED)
 

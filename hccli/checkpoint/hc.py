@@ -19,6 +19,8 @@ from typing import TYPE_CHECKING, Iterator
 from hccli import dialects as D
 from hccli.checkpoint.header import TensorInfo
 from hccli.checkpoint.shardset import Checkpoint, Shard
+from hccli.checkpoint.source import one_line
+from hccli.config_bounds import MAX_LAYERS, MAX_STAGES
 from hccli.errors import HcError
 from hccli.layers import format_ranges
 from hccli.record import record
@@ -40,6 +42,8 @@ from hccli.vocab import (
 if TYPE_CHECKING:  # numpy is imported where values are decoded: `inspect --json` never needs it
     import numpy as np
 
+    from hccli.checkpoint.gguf_meta import GgufModel
+
 
 # The most bytes a site's base (or scale) can have: (2 + hc) * hc F32 values at the bound.
 # Checked before a byte is read: a header may claim gigabytes.
@@ -47,6 +51,9 @@ MAX_MIX_BYTES = 4 * mix_width(MAX_HC_MULT)
 # The most values of one HC tensor decoded from another type (F16, BF16, a GGML quant)
 # into float32: a V4-Pro fn is 24 x 4*7168 = 688k.
 MAX_DECODED_ELEMENTS = 1 << 26
+# HC sites a checkpoint may hold: two a backbone layer, attn, ffn and a head mix a stage, and the
+# root head mix, at the bounds a config is held to; past it the names are refused, not grouped
+MAX_HC_SITES = 2 * MAX_LAYERS + 3 * MAX_STAGES + 1
 
 
 @record
@@ -109,15 +116,28 @@ def gguf_architecture(ckpt: Checkpoint) -> str:
     return arch if isinstance(arch, str) else ""
 
 
+def gguf_model(ckpt: Checkpoint) -> GgufModel | None:
+    """The model settings a GGUF's metadata gives, each within a config's bound (HcError naming
+    the file, the key and the bound otherwise); None for any other checkpoint."""
+    if dialect_of(ckpt).dialect != D.GGUF:
+        return None
+    from hccli.checkpoint.gguf_meta import read_model
+    from hccli.checkpoint.gguf_store import GgufHeader, settings
+
+    shard = next((s for s in ckpt.shards if isinstance(s.header, GgufHeader)), None)
+    if shard is None:  # llama.cpp's names in a safetensors file: no metadata
+        return None
+    return read_model(one_line(str(shard.path)), shard.header.architecture, settings(shard.header.kv))
+
+
 def op_settings(ckpt: Checkpoint) -> tuple[int, float]:
     """(Sinkhorn iterations, eps): the config's, a GGUF's metadata's, or the reference defaults."""
     if ckpt.config is not None:
         return ckpt.config.hc_sinkhorn_iters, ckpt.config.hc_eps
-    g = gguf_settings(ckpt) if dialect_of(ckpt).dialect == D.GGUF else {}
-    iters, eps = g.get("hyper_connection.sinkhorn_iterations"), g.get("hyper_connection.epsilon")
-    ok_iters = isinstance(iters, int) and not isinstance(iters, bool) and 0 < iters <= 10_000
-    ok_eps = isinstance(eps, float) and 0 < eps < 1
-    return (iters if ok_iters else DEFAULT_SINKHORN_ITERS), (eps if ok_eps else DEFAULT_HC_EPS)
+    m = gguf_model(ckpt)
+    iters = m.iters if m is not None and m.iters is not None else DEFAULT_SINKHORN_ITERS
+    eps = m.eps if m is not None and m.eps is not None else DEFAULT_HC_EPS
+    return iters, eps
 
 
 def layer_counts(ckpt: Checkpoint, names) -> tuple[int, int]:
@@ -125,14 +145,15 @@ def layer_counts(ckpt: Checkpoint, names) -> tuple[int, int]:
     metadata, else from the names."""
     if ckpt.config is not None:
         return ckpt.config.n_layers, ckpt.config.n_stages
-    block_count = gguf_settings(ckpt).get("block_count") if dialect_of(ckpt).dialect == D.GGUF else None
-    if isinstance(block_count, int) and not isinstance(block_count, bool) and 0 < block_count < 1 << 20:
-        return block_count, 0
+    m = gguf_model(ckpt)
+    if m is not None and m.n_layers is not None:
+        return m.n_layers, 0
     most = {BACKBONE: -1, STAGE: -1}
     dialect = dialect_of(ckpt).dialect
     if dialect not in (D.RELEASE, D.RELEASE_PREFIXED, D.UNKNOWN):
-        # the other dialects hold no stages; their layers are numbered by their HC sites
-        for n in names:
+        # the other dialects hold no stages; their layers are numbered by their HC sites (whose
+        # names hold "hc", picked by a C-level scan: a header may hold a million other names)
+        for n in compress(names, map(contains, names, repeat("hc"))):
             hn = D.hc_name(n, dialect)
             if hn is not None and hn.kind == BACKBONE and hn.num > most[BACKBONE]:
                 most[BACKBONE] = hn.num
@@ -145,6 +166,34 @@ def layer_counts(ckpt: Checkpoint, names) -> tuple[int, int]:
     return most[BACKBONE] + 1, most[STAGE] + 1
 
 
+def split_set_problems(ckpt: Checkpoint, *, unreadable: bool = True) -> list[str]:
+    """What keeps a GGUF split set from being one model, one line each: parts missing, parts
+    unreadable (with `unreadable`), tensors stored in two parts (llama.cpp refuses those). []
+    for a whole one, and for any other checkpoint."""
+    if not any(is_gguf(s) for s in ckpt.shards):
+        return []
+    label = one_line(ckpt.label)
+    out = [f"{label}: part {one_line(m)} of the split set is missing; expected "
+           f"{len(ckpt.shards) + len(ckpt.missing)} parts" for m in ckpt.missing]
+    if unreadable:
+        out += [s.error or f"{one_line(s.file)}: unreadable" for s in ckpt.shards if s.header is None]
+    if not ckpt.names_unique():
+        repeated = [(n, shards) for n, shards in ckpt.occurrences().items() if len(shards) > 1]
+        name, shards = repeated[0]
+        more = f" ({len(repeated) - 1:,} more tensors in two parts)" if len(repeated) > 1 else ""
+        out.append(f"{label}: tensor '{one_line(name, 80)}' is in {len(shards)} parts ("
+                   + ", ".join(one_line(s.file) for s in shards) + f"); expected each tensor in one part{more}")
+    return out
+
+
+def require_whole(ckpt: Checkpoint) -> None:
+    """A GGUF is one model: a part missing or unreadable, or a tensor in two parts, is an error,
+    not a smaller model (diff, run-kernel)."""
+    problems = split_set_problems(ckpt)
+    if problems:
+        raise HcError(problems[0])
+
+
 def find_hc(ckpt: Checkpoint) -> list[HcSiteTensors]:
     """Every HC site of the checkpoint, by canonical (layer, site, part), in any dialect."""
     n_layers, n_stages = layer_counts(ckpt, ckpt.all_names() if ckpt.config is None else ())
@@ -154,7 +203,12 @@ def find_hc(ckpt: Checkpoint) -> list[HcSiteTensors]:
     for name, ref in _hc_candidates(ckpt):
         hn = parse(name)
         if hn is not None:
-            groups.setdefault((hn.owner, hn.site), {})[hn.part] = ref
+            key = (hn.owner, hn.site)
+            if key not in groups and len(groups) == MAX_HC_SITES:
+                raise HcError(f"{one_line(ckpt.label)}: more than {MAX_HC_SITES:,} HC sites; expected at most two a "
+                              f"layer for {MAX_LAYERS:,} layers, three a stage for {MAX_STAGES} stages and one head "
+                              "mix (hc's bounds on layers and stages)")
+            groups.setdefault(key, {})[hn.part] = ref
             owners[hn.owner] = hn
     out = []
     for (owner, site), parts in groups.items():
@@ -303,6 +357,8 @@ def _f32_list(raw: bytes) -> list[float]:
 
 
 def select_site(ckpt: Checkpoint, layer: int, site: str) -> HcSiteTensors:
+    """One site to run the op on: of a whole model (require_whole), never of part of a split set."""
+    require_whole(ckpt)
     sites = find_hc(ckpt)
     for s in sites:
         if s.layer == layer and s.site == site:

@@ -19,7 +19,7 @@ from hccli.checkpoint import agree
 from hccli.checkpoint.header import ColumnHeader
 from hccli.checkpoint.shardset import Checkpoint
 from hccli.checkpoint.source import one_line
-from hccli.checkpoint.verify import CODES, Finding
+from hccli.checkpoint.findings import CODES, Finding
 from hccli.errors import HcError
 from hccli.st_layout import _RANK
 

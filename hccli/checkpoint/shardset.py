@@ -519,7 +519,7 @@ def open_checkpoint(
         if entry.endswith(".gguf"):  # with the rest of its split set
             from hccli.checkpoint.gguf_store import gguf_parts
 
-            found, missing = gguf_parts(store.files(), entry, one_line(label))
+            found, missing = gguf_parts(store.files(), entry, one_line(label), store)
             names = [(f, False) for f in found]
     else:
         # the index and config.json are two round trips on a hub: let them overlap
@@ -550,7 +550,7 @@ def open_checkpoint(
         if gguf is not None and gguf.holds_gguf(listing):
             gguf_parts = gguf.gguf_parts
 
-            found, missing = gguf_parts(listing, None, one_line(label))
+            found, missing = gguf_parts(listing, None, one_line(label), store)
             names = [(f, False) for f in found]
         else:
             names, unsafe, missing = _plan(index, store.exists, others, one_line(label))

@@ -103,7 +103,8 @@ class LocalFile(ByteSource):
         if not stat.S_ISREG(st.st_mode):
             self.close()
             raise SourceError(
-                f"{one_line(self._name)}: is {file_kind(st.st_mode)}, not a regular file; expected a .safetensors file",
+                f"{one_line(self._name)}: is {file_kind(st.st_mode)}, not a regular file; expected a "
+                f"{'.gguf' if self._name.endswith('.gguf') else '.safetensors'} file",
                 "not_a_file",
             )
         # The size is fixed when the source is opened: a file that changes under us

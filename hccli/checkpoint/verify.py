@@ -4,31 +4,32 @@ headers. Each finding has a stable code and a severity ("error" | "warning").
 
 Every finding is returned (a caller that shows people a summary cuts it there), and
 no value is read whose size only a hostile header vouches for: base and scale within
-the hc_mult bound, fn projections in chunks, within FN_READ_BUDGET bytes a run."""
+the hc_mult bound, fn projections in chunks, within FN_READ_BUDGET bytes a run. A code lists
+at most findings.MAX_FINDINGS_PER_CODE findings, then one that counts the rest."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import compress, filterfalse
 from operator import and_, attrgetter, itemgetter, ne
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple
 
 from hccli import dialects as D
 from hccli.checkpoint import agree
+from hccli.checkpoint.findings import CODES, MAX_FINDINGS_PER_CODE, Finding, capped, each, finding, more  # noqa: F401
 from hccli.checkpoint.hc import (
     MAX_MIX_BYTES,
     count_nonfinite,
     dialect_of,
     find_hc,
-    gguf_settings,
+    gguf_model,
     is_gguf,
     second_spellings,
 )
 from hccli.checkpoint.shardset import Checkpoint
 from hccli.checkpoint.source import one_line
 from hccli.errors import HcError
-from hccli.vocab import HC_PARTS, MAX_HC_MULT, HcName, hc_from_mix_width
+from hccli.vocab import HC_PARTS, MAX_HC_MULT, hc_from_mix_width
 
 _INFO, _SHAPE, _DTYPE, _EXACT = itemgetter(1), attrgetter("shape"), attrgetter("dtype"), attrgetter("exact")
 _SIGNATURE = attrgetter("dtype", "shape")  # equal for every tensor: no wrong shape, no wrong dtype
@@ -36,65 +37,13 @@ _SIGNATURE = attrgetter("dtype", "shape")  # equal for every tensor: no wrong sh
 # fn bytes one verify reads at most: V4-Pro's projections are ~340 MB in all; past this a
 # header would make verify read for minutes (a sparse file costs no disk for its claim).
 FN_READ_BUDGET = 2 << 30
-
-# code -> (severity, what it means); the README lists them
-CODES = {
-    "unreadable_shard": ("error", "a shard's header could not be read"),
-    "missing_shard": ("error", "the index (or the other shards' -of-N names) names a shard file that is not there"),
-    "partial_file": ("error", "a .partial file beside the shards: an interrupted download or write"),
-    "unsafe_shard_path": ("error", "the index names a shard outside the checkpoint (absolute path or ..)"),
-    "index_missing_tensor": ("error", "the index lists a tensor that its shard does not hold"),
-    "unindexed_tensor": ("error", "a shard holds a tensor the index does not list"),
-    "wrong_shard": ("error", "a tensor lies in another shard than the index says"),
-    "duplicate_tensor": ("error", "a tensor is stored in several shards"),
-    "duplicate_spelling": ("error", "two names spell one tensor (a leading zero, a digit of another script, "
-                                    "an alias of the dialect): a loader may take either"),
-    "unindexed_shard": ("warning", "a .safetensors file in the directory that the index never names"),
-    "total_size_mismatch": ("error", "metadata.total_size differs from the sum of the tensors' byte spans"),
-    "no_index": ("warning", "a directory of shards without model.safetensors.index.json"),
-    "hc_incomplete": ("error", "a site lacks one of its hc_*_fn, hc_*_base, hc_*_scale"),
-    "hc_shape": ("error", "HC tensors whose shapes disagree with each other or with hc_mult"),
-    "hc_dtype": ("error", "an HC tensor that is not F32"),
-    "hc_quantised": ("error", "a GGUF HC tensor stored in a quantised GGML type (Q8_0, Q4_K, ...), named"),
-    "hc_reduced_precision": ("warning", "a GGUF HC tensor stored in F16 or BF16: each value rounded to 2^-11 "
-                                        "or 2^-8 relative"),
-    "hc_missing_site": ("error", "a GGUF lacks an HC site its metadata's block_count implies"),
-    "hc_nonfinite": ("error", "an HC tensor holds NaN or Inf"),
-    "hc_unchecked": ("warning", "an hc_*_fn whose values were not read: past the bytes verify reads in one run"),
-    "config_unreadable": ("warning", "config.json beside the checkpoint could not be used"),
-    "missing_tensor": ("error", "the config implies a tensor the checkpoint lacks"),
-    "unexpected_tensor": ("error", "the checkpoint holds a tensor the config does not imply"),
-    "wrong_shape": ("error", "a tensor's shape differs from what the config implies"),
-    "wrong_dtype": ("error", "a tensor's dtype differs from what the config implies"),
-    "partial_inventory": ("warning", "a GGUF holds only some of the tensors the config implies (said once)"),
-    "unmapped_tensor": ("warning", "a tensor name the checkpoint's dialect does not define"),
-    "shard_placement": ("info", "a known release's tensors lie in other shards, or its shards differ in size, "
-                                "from the published files"),
-}
-
-
-@dataclass(frozen=True)
-class Finding:
-    code: str
-    severity: str
-    message: str
-
-
-def _f(code: str, message: str) -> Finding:
-    return Finding(code, CODES[code][0], one_line(message, 400))
-
-
-def _each(findings: list[Finding], code: str, items: list[str], make) -> None:
-    findings.extend(_f(code, make(item)) for item in items)
-
-
 def verify(ckpt: Checkpoint, *, check_values: bool = True, hc: _HcCheck | None = None) -> list[Finding]:
     """hc: the HC checks started earlier by start_hc_check (their value scan then runs beside
     whatever the caller did in between too)."""
     if hc is None:
         hc = _HcCheck(ckpt, check_values)  # its value scan runs while the rest is checked
     try:
-        return _verify(ckpt, hc)
+        return capped(_verify(ckpt, hc))
     finally:
         hc.close()
 
@@ -109,15 +58,16 @@ def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
     out: list[Finding] = []
     for s in ckpt.shards:
         if s.header is None:
-            out.append(_f("unreadable_shard", s.error or f"{s.file}: unreadable"))
+            out.append(finding("unreadable_shard", s.error or f"{s.file}: unreadable"))
     for name in ckpt.unsafe:
-        out.append(_f("unsafe_shard_path", f"index names shard '{name}', outside the checkpoint directory; not opened"))
+        out.append(finding("unsafe_shard_path",
+                           f"index names shard '{name}', outside the checkpoint directory; not opened"))
     for name in ckpt.missing:
         named = "index names" if ckpt.index is not None else "the other shards' -of-N names imply"
-        out.append(_f("missing_shard", f"{named} shard '{name}', which is not in {ckpt.label}"))
+        out.append(finding("missing_shard", f"{named} shard '{name}', which is not in {ckpt.label}"))
     for name in ckpt.partial:
-        out.append(_f("partial_file", f"'{name}' is a .partial file (an interrupted download or write?); "
-                      "the checkpoint may be incomplete"))
+        out.append(finding("partial_file", f"'{name}' is a .partial file (an interrupted download or write?); "
+                           "the checkpoint may be incomplete"))
     idx = ckpt.index
     if idx is not None and (agree.digest_agrees(ckpt, idx) or agree.index_agrees(ckpt, idx.weight_map)):
         occ: Any = None  # no duplicate and nothing the index misplaces: no table of names to build
@@ -126,14 +76,15 @@ def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
     else:
         occ = ckpt.occurrences()
         dups = sorted(n for n, shards in occ.items() if len(shards) > 1)
-        _each(out, "duplicate_tensor", dups,
-              lambda n: f"tensor '{n}' is in {len(occ[n])} shards: " + ", ".join(s.file for s in occ[n]))
-    for first, second, canonical in second_spellings(ckpt):
-        out.append(_f("duplicate_spelling", f"'{one_line(first, 120)}' and '{one_line(second, 120)}' both spell "
-                      f"'{one_line(canonical, 120)}'; expected one name per tensor (a loader may take either)"))
+        each(out, "duplicate_tensor", dups,
+             lambda n: f"tensor '{n}' is in {len(occ[n])} shards: " + ", ".join(s.file for s in occ[n]))
+    each(out, "duplicate_spelling", second_spellings(ckpt),
+         lambda pair: f"'{one_line(pair[0], 120)}' and '{one_line(pair[1], 120)}' both spell "
+                      f"'{one_line(pair[2], 120)}'; expected one name per tensor (a loader may take either)")
     if idx is None:
         if ckpt.kind == "directory" and len(ckpt.shards) > 1 and not is_gguf(ckpt.shards[0]):
-            out.append(_f("no_index", f"{ckpt.label}: {len(ckpt.shards)} shards and no model.safetensors.index.json"))
+            out.append(finding("no_index",
+                               f"{ckpt.label}: {len(ckpt.shards)} shards and no model.safetensors.index.json"))
     else:
         gone = {*ckpt.unsafe, *ckpt.missing}
         unreadable = {s.file for s in ckpt.shards if s.header is None}
@@ -141,16 +92,16 @@ def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
             _index_findings(out, ckpt, idx.weight_map, occ, gone, unreadable)
         for s in ckpt.shards:
             if not s.indexed:
-                out.append(_f("unindexed_shard", f"{s.file} is in the directory but the index never names it"))
+                out.append(finding("unindexed_shard", f"{s.file} is in the directory but the index never names it"))
         if idx.total_size is not None:
             spans = sum(sum(s.header.columns.ends) - sum(s.header.columns.begins)
                         for s in ckpt.shards if s.header is not None and s.indexed)
             if spans != idx.total_size and not unreadable and not gone:
-                out.append(_f("total_size_mismatch",
-                              f"metadata.total_size is {idx.total_size:,}; the shards' tensors span {spans:,} bytes"))
+                out.append(finding("total_size_mismatch", f"metadata.total_size is {idx.total_size:,}; the shards' "
+                                   f"tensors span {spans:,} bytes"))
     later: list[Finding] = []
     if ckpt.config_note is not None:
-        later.append(_f("config_unreadable", ckpt.config_note.line))
+        later.append(finding("config_unreadable", ckpt.config_note.line))
     if ckpt.config is not None:
         later += _verify_inventory(ckpt)
         if dialect_of(ckpt).dialect == D.RELEASE:  # where a derived layout puts tensors is its own business
@@ -163,17 +114,17 @@ def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
 def _index_findings(out: list[Finding], ckpt: Checkpoint, wm: dict[str, str], occ: Any, gone: set[str],
                     unreadable: set[str]) -> None:
     missing = sorted(n for n in filterfalse(occ.__contains__, wm) if wm[n] not in gone and wm[n] not in unreadable)
-    _each(out, "index_missing_tensor", missing,
-          lambda n: f"index lists '{n}' in {wm[n]}, which does not hold it")
+    each(out, "index_missing_tensor", missing,
+         lambda n: f"index lists '{n}' in {wm[n]}, which does not hold it")
     unindexed = sorted(filterfalse(wm.__contains__, occ))
-    _each(out, "unindexed_tensor", unindexed,
-          lambda n: f"tensor '{n}' in {occ[n][0].file} is not in the index")
+    each(out, "unindexed_tensor", unindexed,
+         lambda n: f"tensor '{n}' in {occ[n][0].file} is not in the index")
     wrong = [] if agree.each_shard_named(ckpt, wm) else sorted(
         n for n, shards in occ.items()
         if n in wm and len(shards) == 1 and wm[n] != shards[0].file
         and _norm(wm[n]) != _norm(shards[0].file))  # equal names need no PurePosixPath
-    _each(out, "wrong_shard", wrong,
-          lambda n: f"tensor '{n}' is in {occ[n][0].file}; the index says {wm[n]}")
+    each(out, "wrong_shard", wrong,
+         lambda n: f"tensor '{n}' is in {occ[n][0].file}; the index says {wm[n]}")
 
 
 class _Single:
@@ -212,7 +163,12 @@ class _HcCheck:
         self.sites = find_hc(ckpt) if sites is None else sites
         self.items: list[Finding | int] = []  # a finding, or the index of a value job
         self.jobs: list[tuple[Any, str]] = []
-        hc_mult = ckpt.config.hc_mult if ckpt.config is not None else None
+        # what the shapes are held to: the config's hc_mult, else a GGUF metadata's count and width
+        meta = gguf_model(ckpt) if ckpt.config is None else None
+        want = _Want(ckpt.config.hc_mult, None, "the config says") if ckpt.config is not None else \
+            _Want(None, None, "") if meta is None else \
+            _Want(meta.hc_mult, meta.dim, f"the GGUF metadata's {meta.key('hc_mult')} says",
+                  f"{meta.key('dim')} {meta.dim}")
         fn_budget = FN_READ_BUDGET
         # where reads cost a transfer the fn projections (2 MB a site, 169 MB for V4.1-Flash) are not fetched
         cheap = ckpt.store is None or ckpt.store.bulk_reads_cheap
@@ -220,14 +176,15 @@ class _HcCheck:
         for s in self.sites:
             missing = [p for p in HC_PARTS if p not in s.parts]
             if missing:
-                out.append(_f("hc_incomplete", f"{s.name} {s.site}: no " + ", ".join(s.tensor_name(p) for p in missing)))
+                out.append(finding("hc_incomplete",
+                                   f"{s.name} {s.site}: no " + ", ".join(s.tensor_name(p) for p in missing)))
             for part, (shard, info) in s.parts.items():
                 if info.dtype != "F32":
                     out.append(_dtype_finding(s.tensor_name(part), info, is_gguf(shard)))
             shapes = {p: info.shape for p, (_, info) in s.parts.items()}
-            problem = _hc_shape_problem(s.site, shapes, hc_mult)
+            problem = _hc_shape_problem(s.site, shapes, want)
             if problem:
-                out.append(_f("hc_shape", f"{s.name} {s.site}: {problem}"))
+                out.append(finding("hc_shape", f"{s.name} {s.site}: {problem}"))
             if not check_values:
                 continue
             for part in ("base", "scale", "fn") if cheap else ("base", "scale"):
@@ -238,8 +195,8 @@ class _HcCheck:
                     continue  # past the hc_mult bound: a shape finding above, and its claimed size is not read
                 if part == "fn":
                     if nbytes > fn_budget:
-                        out.append(_f("hc_unchecked", f"'{s.tensor_name(part)}' ({nbytes:,} bytes) not read: "
-                                      f"past the {FN_READ_BUDGET:,} bytes of fn values one verify reads"))
+                        out.append(finding("hc_unchecked", f"'{s.tensor_name(part)}' ({nbytes:,} bytes) not read: "
+                                           f"past the {FN_READ_BUDGET:,} bytes of fn values one verify reads"))
                         continue
                     fn_budget -= nbytes
                 out.append(len(self.jobs))
@@ -267,12 +224,10 @@ class _HcCheck:
                 continue
             (s, part), (bad, why) = self.jobs[item], counts[item]
             if why is not None:
-                out.append(_f("hc_unchecked", f"'{s.stored_name(part)}' not read: {why}"))
+                out.append(finding("hc_unchecked", f"'{s.stored_name(part)}' not read: {why}"))
             elif bad:
-                out.append(_f("hc_nonfinite", f"'{s.stored_name(part)}' holds {bad} NaN/Inf values"))
-        if self.ckpt.config is None:
-            out += _gguf_missing_sites(self.ckpt, self.sites)
-        return out
+                out.append(finding("hc_nonfinite", f"'{s.stored_name(part)}' holds {bad} NaN/Inf values"))
+        return out + _gguf_findings(self.ckpt, self.sites)
 
     def close(self) -> None:
         self.scan.close()
@@ -283,37 +238,37 @@ def _dtype_finding(canonical: str, info, gguf: bool) -> Finding:
 
     shown = f"'{info.name}'" + (f" ({canonical})" if info.name != canonical else "")
     if not gguf:
-        return _f("hc_dtype", f"{shown} is {info.dtype}; expected F32")
+        return finding("hc_dtype", f"{shown} is {info.dtype}; expected F32")
     if info.dtype in FLOAT_TYPES:
-        return _f("hc_reduced_precision", f"{shown} is {info.dtype}: each value is rounded to {ROUNDING[info.dtype]} "
-                  "relative (the reference keeps HC tensors F32)")
-    return _f("hc_quantised", f"{shown} is {info.dtype}, a quantised GGML type; the reference keeps HC tensors F32")
+        return finding("hc_reduced_precision", f"{shown} is {info.dtype}: each value is rounded to "
+                       f"{ROUNDING[info.dtype]} relative (the reference keeps HC tensors F32)")
+    return finding("hc_quantised",
+                   f"{shown} is {info.dtype}, a quantised GGML type; the reference keeps HC tensors F32")
 
 
-def _gguf_missing_sites(ckpt: Checkpoint, sites) -> list[Finding]:
-    """Without a config, a GGUF's metadata still says how many blocks it has: every one holds
-    an attn and an ffn site, and deepseek4 a head mix (deepseek41 has none)."""
-    if dialect_of(ckpt).dialect != D.GGUF:
+def _gguf_findings(ckpt: Checkpoint, sites: list) -> list[Finding]:
+    """Each GGUF file's data layout, and without a config the sites its block_count implies."""
+    if not any(is_gguf(s) for s in ckpt.shards):
         return []
-    n = gguf_settings(ckpt).get("block_count")
-    if not isinstance(n, int) or isinstance(n, bool) or not 0 < n < 1 << 20:
-        return []
-    have = {(x.layer, x.site) for x in sites}
-    want = [(layer, site) for layer in range(n) for site in ("attn", "ffn")]
-    arch = next((x.header.architecture for x in ckpt.shards if x.header is not None), "")
-    if arch == "deepseek4":
-        want.append((n, "head"))
+    from hccli.checkpoint import verify_gguf
 
-    def gguf_name(layer: int, site: str) -> str:
-        owner = HcName("", None, "head", "fn") if site == "head" else HcName("layers", layer, site, "fn")
-        return D.spell_hc(owner, D.GGUF) or ""
-
-    return [_f("hc_missing_site", f"no {gguf_name(layer, site)} (nor its base and scale); the metadata's "
-               f"block_count {n} implies it") for layer, site in want
-            if (layer, site) not in have]
+    made = [item for s in ckpt.readable() if is_gguf(s) for item in verify_gguf.layout(s, MAX_FINDINGS_PER_CODE)]
+    meta = gguf_model(ckpt) if ckpt.config is None else None
+    if meta is not None and meta.n_layers is not None:
+        made += verify_gguf.missing_sites(sites, meta.n_layers, meta.arch)
+    return [more(code, n) if n else finding(code, message) for code, message, n in made]
 
 
-def _hc_shape_problem(site: str, shapes: dict[str, tuple[int, ...]], hc_mult: int | None) -> str | None:
+class _Want(NamedTuple):
+    """What a site's shapes are held to, and who says so."""
+
+    hc_mult: int | None
+    dim: int | None
+    said: str
+    dim_said: str = ""
+
+
+def _hc_shape_problem(site: str, shapes: dict[str, tuple[int, ...]], want: _Want) -> str | None:
     base, scale, fn = shapes.get("base"), shapes.get("scale"), shapes.get("fn")
     if base is not None and len(base) != 1:
         return f"base has shape {list(base)}; expected one dimension"
@@ -336,10 +291,14 @@ def _hc_shape_problem(site: str, shapes: dict[str, tuple[int, ...]], hc_mult: in
             return f"base has {n} values, which is (2+hc)*hc for no whole hc"
     if hc > MAX_HC_MULT:
         return f"shapes imply hc_mult {hc:,}, past the bound of {MAX_HC_MULT} streams"
-    if hc_mult is not None and hc != hc_mult:
-        return f"shapes imply hc_mult {hc}; the config says {hc_mult}"
+    if want.hc_mult is not None and hc != want.hc_mult:
+        return f"shapes imply hc_mult {hc}; {want.said} {want.hc_mult}"
+    if fn is not None and not fn[1]:
+        return "fn has no columns; expected hc_mult x dim of them"
     if fn is not None and fn[1] % hc:
         return f"fn has {fn[1]} columns, not a multiple of hc_mult {hc}"
+    if fn is not None and want.dim is not None and fn[1] != hc * want.dim:
+        return f"fn has {fn[1]} columns; hc_mult x dim is {hc} x {want.dim} = {hc * want.dim:,} ({want.dim_said})"
     return None
 
 
@@ -370,19 +329,19 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
         # where the config's inventory is best effort (V4 family, outside HC), a mismatch is a warning
         sure = [n for n in names if exact(n)]
         unsure = [n for n in names if not exact(n)]
-        _each(out, code, sure, make)
+        each(out, code, sure, make)
         tail: list[Finding] = []
-        _each(tail, code, unsure, lambda n: make(n) + " (inventory best effort for this family)")
-        out.extend(Finding(f.code, "warning", f.message) for f in tail)
+        each(tail, code, unsure, lambda n: make(n) + " (inventory best effort for this family)")
+        out.extend(Finding(f.code, "warning", f.message, f.more) for f in tail)
 
     missing = list(filterfalse(have.__contains__, inv))
     if dialect == D.GGUF:
         hc_missing = [n for n in missing if "hc_" in n]
         rest = [n for n in missing if "hc_" not in n]
         if rest:
-            out.append(_f("partial_inventory", f"{ckpt.label} holds {len(inv) - len(missing):,} of the {len(inv):,} "
-                          f"tensors llama.cpp's converter writes for this config; {len(rest):,} are not here "
-                          f"(first: '{rest[0]}'), not listed one by one"))
+            out.append(finding("partial_inventory", f"{ckpt.label} holds {len(inv) - len(missing):,} of the "
+                               f"{len(inv):,} tensors llama.cpp's converter writes for this config; {len(rest):,} "
+                               f"are not here (first: '{rest[0]}'), not listed one by one"))
         missing = hc_missing
     add("missing_tensor", missing,
         lambda n: f"'{n}' {inv[n].dtype or ''} {list(inv[n].shape)} is implied by the config but absent",
@@ -407,6 +366,6 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
         lambda n: f"'{shown(n)}' is {have[n][1].dtype}; the config implies {inv[n].dtype}",
         lambda n: inv[n].exact)
     if unmapped:
-        out.append(_f("unmapped_tensor", f"{len(unmapped):,} tensors whose names the {dialect} layout does not "
+        out.append(finding("unmapped_tensor", f"{len(unmapped):,} tensors whose names the {dialect} layout does not "
                       f"define (first: '{unmapped[0]}')"))
     return out

@@ -84,9 +84,11 @@ def inspect_cmd(
     unreadable = [s for s in report.ckpt.shards if s.header is None]
     if unreadable and report.findings is None:
         for s in unreadable[:5]:
-            note(f"[yellow]warning:[/] shard not read: {safe(s.error or s.file)}")
+            note(f"[yellow]warning:[/] shard not read: {safe(s.error or s.file)}", wrap=False)  # it names a file
         if len(unreadable) > 5:
             note(f"[yellow]warning:[/] ... and {len(unreadable) - 5} more shards not read (--verify lists all)")
+    for line in report.notes:  # a GGUF split set not whole, HC values past inspect's bounds
+        note(f"[yellow]warning:[/] {safe(line)}", wrap=False)  # one line each: it names a file
     doc = report.document() if json_out or plot is not None else None
     figure = None
     if plot is not None:

@@ -228,25 +228,30 @@ def _shade(x: float) -> str:
 
 def _findings(r: InspectReport) -> Iterator[Any]:
     fs = r.findings or []
-    errors = sum(1 for f in fs if f.severity == "error")
-    warnings = len(fs) - errors
+    errors = sum(f.more or 1 for f in fs if f.severity == "error")  # a finding that counts others stands for them
+    warnings = sum(f.more or 1 for f in fs) - errors
     if not fs:
         yield markup("\n[green]verify: clean[/] (index, headers, HC tensors"
                                + (", config inventory)" if r.ckpt.config else "; no config to check against)"))
         return
-    t = Table(title=f"verify: {errors} errors, {warnings} warnings", title_justify="left", show_edge=False)
+    t = Table(title=f"verify: {errors:,} errors, {warnings:,} warnings", title_justify="left", show_edge=False)
     for col in ("severity", "code", "message"):
         t.add_column(col, overflow="fold")
     shown: dict[str, int] = {}
+    listed: dict[str, int] = {}  # what --json lists: all, or the first of a code past verify's cap
     for f in fs:
-        shown[f.code] = shown.get(f.code, 0) + 1
-        if shown[f.code] <= FINDINGS_SHOWN_PER_CODE:
+        shown[f.code] = shown.get(f.code, 0) + (f.more or 1)
+        if f.more:
+            continue
+        listed[f.code] = listed.get(f.code, 0) + 1
+        if listed[f.code] <= FINDINGS_SHOWN_PER_CODE:
             color = "red" if f.severity == "error" else "yellow"
             t.add_row(f"[{color}]{f.severity}[/]", f.code, safe(f.message))
     for code, n in shown.items():
         if n > FINDINGS_SHOWN_PER_CODE:
             more = n - FINDINGS_SHOWN_PER_CODE
-            t.add_row("", code, f"... and {more:,} more {code} findings (--json lists all {n:,})")
+            lists = f"all {n:,}" if listed[code] == n else f"the first {listed[code]:,}"
+            t.add_row("", code, f"... and {more:,} more {code} findings (--json lists {lists})")
     yield Text("")
     yield t
 

@@ -1,0 +1,98 @@
+"""verify's findings: the codes (stable; the README lists them) with their severity and
+meaning, one Finding per problem, and the cap on how many one code lists: past
+MAX_FINDINGS_PER_CODE the rest are one finding that counts them, so that a hostile file
+cannot make --verify build, or print, millions of them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from hccli.checkpoint.source import one_line
+from hccli.jsonable import NOT_IN_JSON
+
+# findings of one code listed (people see the first 20 of them); the rest are one finding, counted
+MAX_FINDINGS_PER_CODE = 1000
+
+# code -> (severity, what it means); the README lists them
+CODES = {
+    "unreadable_shard": ("error", "a shard's header could not be read"),
+    "missing_shard": ("error", "the index (or the other shards' -of-N names) names a shard file that is not there"),
+    "partial_file": ("error", "a .partial file beside the shards: an interrupted download or write"),
+    "unsafe_shard_path": ("error", "the index names a shard outside the checkpoint (absolute path or ..)"),
+    "index_missing_tensor": ("error", "the index lists a tensor that its shard does not hold"),
+    "unindexed_tensor": ("error", "a shard holds a tensor the index does not list"),
+    "wrong_shard": ("error", "a tensor lies in another shard than the index says"),
+    "duplicate_tensor": ("error", "a tensor is stored in several shards"),
+    "duplicate_spelling": ("error", "two names spell one tensor (a leading zero, a digit of another script, "
+                                    "an alias of the dialect): a loader may take either"),
+    "unindexed_shard": ("warning", "a .safetensors file in the directory that the index never names"),
+    "total_size_mismatch": ("error", "metadata.total_size differs from the sum of the tensors' byte spans"),
+    "no_index": ("warning", "a directory of shards without model.safetensors.index.json"),
+    "hc_incomplete": ("error", "a site lacks one of its hc_*_fn, hc_*_base, hc_*_scale"),
+    "hc_shape": ("error", "HC tensors whose shapes disagree with each other or with hc_mult"),
+    "hc_dtype": ("error", "an HC tensor that is not F32"),
+    "hc_quantised": ("error", "a GGUF HC tensor stored in a quantised GGML type (Q8_0, Q4_K, ...), named"),
+    "hc_reduced_precision": ("warning", "a GGUF HC tensor stored in F16 or BF16: each value rounded to 2^-11 "
+                                        "or 2^-8 relative"),
+    "hc_missing_site": ("error", "a GGUF lacks an HC site its metadata's block_count implies"),
+    "gguf_misaligned": ("error", "a GGUF tensor's data offset is not a multiple of general.alignment (llama.cpp "
+                                 "refuses the file)"),
+    "gguf_overlap": ("error", "two GGUF tensors share bytes of the data section (llama.cpp refuses the file)"),
+    "hc_nonfinite": ("error", "an HC tensor holds NaN or Inf"),
+    "hc_unchecked": ("warning", "an hc_*_fn whose values were not read: past the bytes verify reads in one run"),
+    "config_unreadable": ("warning", "config.json beside the checkpoint could not be used"),
+    "missing_tensor": ("error", "the config implies a tensor the checkpoint lacks"),
+    "unexpected_tensor": ("error", "the checkpoint holds a tensor the config does not imply"),
+    "wrong_shape": ("error", "a tensor's shape differs from what the config implies"),
+    "wrong_dtype": ("error", "a tensor's dtype differs from what the config implies"),
+    "partial_inventory": ("warning", "a GGUF holds only some of the tensors the config implies (said once)"),
+    "unmapped_tensor": ("warning", "a tensor name the checkpoint's dialect does not define"),
+    "shard_placement": ("info", "a known release's tensors lie in other shards, or its shards differ in size, "
+                                "from the published files"),
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    code: str
+    severity: str
+    message: str
+    more: int = field(default=0, compare=False, metadata=NOT_IN_JSON)  # >0: stands for that many unlisted
+
+
+def finding(code: str, message: str) -> Finding:
+    return Finding(code, CODES[code][0], one_line(message, 400))
+
+
+def more(code: str, n: int, severity: str | None = None) -> Finding:
+    return Finding(code, severity or CODES[code][0], f"... and {n:,} more {code} findings, not listed (a code lists "
+                   f"its first {MAX_FINDINGS_PER_CODE:,})", n)
+
+
+def each(findings: list[Finding], code: str, items: list[str], make_message) -> None:
+    findings.extend(finding(code, make_message(item)) for item in items[:MAX_FINDINGS_PER_CODE])
+    if len(items) > MAX_FINDINGS_PER_CODE:
+        findings.append(more(code, len(items) - MAX_FINDINGS_PER_CODE))
+
+
+def capped(findings: list[Finding]) -> list[Finding]:
+    """The first MAX_FINDINGS_PER_CODE findings of each code, in order, and after the last of them
+    one that counts the rest (with the worst severity among them)."""
+    kept: dict[str, int] = {}
+    rest: dict[str, list] = {}  # code -> [count, severity]
+    out: list[Finding] = []
+    for f in findings:
+        n = kept.get(f.code, 0)
+        if f.more or n == MAX_FINDINGS_PER_CODE:
+            r = rest.setdefault(f.code, [0, f.severity])
+            r[0] += f.more or 1
+            r[1] = "error" if f.severity == "error" else r[1]
+            continue
+        kept[f.code] = n + 1
+        out.append(f)
+    if rest:
+        last = {f.code: i + 1 for i, f in enumerate(out)}
+        # from the back, so that each insertion leaves the places of the others as they are
+        for code, (n, severity) in sorted(rest.items(), key=lambda kv: -last.get(kv[0], len(out))):
+            out.insert(last.get(code, len(out)), more(code, n, severity))
+    return out
