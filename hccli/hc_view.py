@@ -27,6 +27,7 @@ from hccli.checkpoint.values import (
     iter_tensor_chunks,
     read_tensor_bytes,
 )
+from hccli.components import component_of  # noqa: F401 - diff's name for it
 from hccli.errors import HcError
 from hccli.vocab import (
     BACKBONE,
@@ -148,24 +149,6 @@ class HcView:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def component_of(name: str) -> str:
-    """The count-params component of a canonical tensor name (hccli/inventory.py's)."""
-    if name.startswith("mtp."):
-        return "dspark"
-    if name.startswith(("vision.", "aligner.", "image_")):
-        return "vision"
-    if parse_hc_name(name) is not None:
-        return "hyper_connections"
-    for mark, comp in ((".engram.", "engram"), (".attn.indexer.", "indexer"), (".attn.compressor.", "compressor"),
-                       (".attn.", "attention"), (".ffn.gate.", "router"), (".ffn.experts.", "routed_experts"),
-                       (".ffn.shared_experts.", "shared_expert")):
-        if mark in name:
-            return comp
-    if name in ("embed.weight", "head.weight"):
-        return "embeddings_head"
-    return "norms" if name.endswith("norm.weight") else "other"
 
 
 PREFETCH_SITES = 8  # sites read ahead when a side is remote: overlapped round trips, bounded memory
