@@ -31,6 +31,8 @@ from hccli.inspect_tree import (
     build_tree_columns,
     merged_columns,
     totals_from_columns,
+    tree_from_lists,
+    tree_lists,
 )
 from hccli.layers import format_ranges
 from hccli.record import record
@@ -198,8 +200,10 @@ def read_hc_entries(ckpt: Checkpoint, sites: list[HcSiteTensors]) -> list[HcEntr
             pre = head_pre_zero(bases, scales, eps)
         elif supports(hc):
             pre, post, comb = split_sinkhorn_zero(bases, scales, hc, iters, eps)
-        else:  # no pure halving tree: numpy's op (sinkhorn_np.py)
-            pre, post, comb = _split_sinkhorn_np(bases, scales, hc, iters, eps)
+        else:  # no pure halving tree: numpy's op
+            from hccli.sinkhorn_np import split_sinkhorn_zero_lists
+
+            pre, post, comb = split_sinkhorn_zero_lists(bases, scales, hc, iters, eps)
         for row, i in enumerate(idx):
             s, b, scale = values[i]
             common = (s.layer, s.name, s.site, s.is_stage, scale, b)
@@ -211,32 +215,8 @@ def read_hc_entries(ckpt: Checkpoint, sites: list[HcSiteTensors]) -> list[HcEntr
     return [out[i] for i in sorted(out)]
 
 
-def _split_sinkhorn_np(bases: list, scales: list, hc: int, iters: int, eps: float) -> tuple[list, list, list]:
-    import numpy as np
-
-    from hccli.sinkhorn_np import split_sinkhorn
-
-    b = np.array(bases, dtype=np.float32)
-    with np.errstate(all="ignore"):
-        pre, post, comb = split_sinkhorn(np.zeros_like(b), np.array(scales, dtype=np.float32), b, hc, iters, eps)
-    return pre.tolist(), post.tolist(), comb.tolist()
-
-
 def _build_tree(ckpt: Checkpoint) -> list[TreeNode]:
     return build_tree_columns(_columns(ckpt))
-
-
-def _tree_doc(ckpt: Checkpoint) -> list:
-    """The tree as JSON-able lists, as a forked child hands it back."""
-    def doc(n: TreeNode) -> list:
-        return [n.label, n.count, n.detail, [doc(c) for c in n.children]]
-
-    return [doc(n) for n in _build_tree(ckpt)]
-
-
-def _node(d: list) -> TreeNode:
-    label, count, detail, children = d
-    return TreeNode(label, count, detail, [_node(c) for c in children])
 
 
 # From this many tensors on, the tree people see is built by a forked child while this process
@@ -267,7 +247,7 @@ class InspectReport:
     def tree(self) -> list[TreeNode]:
         # only people see the tree; --json never pays for it
         if self.tree_job is not None:
-            return [_node(n) for n in self.tree_job.result()]
+            return tree_from_lists(self.tree_job.result())
         return _build_tree(self.ckpt)
 
     @property
@@ -369,7 +349,7 @@ def build_inspect(
             from hccli.checkpoint.beside import Beside
 
             many = sum(len(s.header.columns.names) for s in ckpt.readable()) >= TREE_BESIDE_MIN_TENSORS
-            job = Beside(lambda: _tree_doc(ckpt), worth=many, timeout_s=60)
+            job = Beside(lambda: tree_lists(_build_tree(ckpt)), worth=many, timeout_s=60)
         report = _report(ckpt, sites, name_glob, layers, dtype, list_tensors, hc_check, hc_layers)
     except BaseException:
         for started in (job, hc_check):
