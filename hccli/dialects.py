@@ -52,9 +52,9 @@ DESCRIPTIONS = {
     TRANSFORMERS_MEMORY: "transformers in-memory module names",
     MEGATRON: "Megatron-style (decoder.*) names",
     GGUF: "llama.cpp GGUF (deepseek4 / deepseek41)",
-    MLX_LM: "written by mlx-lm (mlx_lm.convert: deepseek_v41's sanitize, save_model)",
-    COMPRESSED_TENSORS: "written by compressed-tensors (llm-compressor / ModelCompressor) through "
-                        "transformers' save_pretrained (DeepseekV4ForCausalLM)",
+    MLX_LM: "mlx-lm's save_model of deepseek_v41 (mlx_lm.convert)",
+    COMPRESSED_TENSORS: "compressed-tensors' quantised save of transformers' DeepseekV4ForCausalLM "
+                        "as llm-compressor or ModelCompressor writes it",
     UNKNOWN: "no known dialect",
 }
 

@@ -289,6 +289,11 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
     dialect = detection.dialect
     others: list[OtherTensor] = []
     get = tensors.get
+    packed = {}  # logical parameters through a producer's packing (checkpoint/producers.py)
+    if dialect in (D.MLX_LM, D.COMPRESSED_TENSORS):
+        from hccli.checkpoint.producers import logical_by_name
+
+        packed = logical_by_name(ckpt, dialect)
     for name, (_, info) in tensors.items():
         if name in stored_hc:
             continue
@@ -300,6 +305,7 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
             # a validated entry's bytes are its elements x bits / 8: no product of dims per tensor
             n = info.nbytes * 8 // DTYPES[dt]
             params = n if dt not in ("I8", "F8_E8M0") else _logical(name, dt, info.shape, n, get)
+            params = packed.get(name, params)
         # tuple.__new__ is the C constructor; a NamedTuple's own __new__ is Python, 0.3 s a full checkpoint
         others.append(_new(OtherTensor, (canon, name, dt, info.shape, info.nbytes, params)))
 

@@ -23,6 +23,7 @@ from hccli.checkpoint.hc import (
     site_hc,
 )
 from hccli.checkpoint.header import Columns
+from hccli.checkpoint.producers import PACKING, ComponentTable, component_table
 from hccli.checkpoint.shardset import Checkpoint, open_checkpoint
 from hccli.dialects import DESCRIPTIONS, canonical_name
 from hccli.errors import HcError
@@ -154,6 +155,7 @@ class InspectDocument:
     stored_bytes: int
     logical_params: int
     dtypes: dict[str, DtypeTotal]
+    components: ComponentTable | None  # mlx-lm and compressed-tensors checkpoints: every tensor's component
     layer_numbering: LayerNumbering
     hc: list[HcEntry]
     findings: list[Finding]
@@ -237,6 +239,7 @@ class InspectReport:
     hc: list[HcEntry]
     findings: list[Finding] | None
     hc_sites: int = 0  # HC sites found by name; those whose tensors yield no values are not in `hc`
+    components: ComponentTable | None = None
     tree_job: Any = field(default=None, repr=False, compare=False)  # the tree, being built beside
 
     @property
@@ -278,6 +281,7 @@ class InspectReport:
             stored_bytes=self.stored_bytes,
             logical_params=self.logical_params,
             dtypes=self.dtypes,
+            components=self.components,
             layer_numbering=LayerNumbering(self.n_layers, self.n_stages),
             hc=self.hc,
             findings=self.findings if self.findings is not None else [],
@@ -368,6 +372,8 @@ def _report(ckpt: Checkpoint, sites: list[HcSiteTensors], name_glob: str | None,
         if chosen is not None:
             _check_layers(what, chosen, ckpt.label, n_layers, n_stages)
     n_tensors, per_dtype, logical = totals_from_columns(_columns(ckpt))
+    table = component_table(ckpt, dialect_of(ckpt).dialect) if dialect_of(ckpt).dialect in PACKING else None
+    logical = table.logical_params if table is not None else logical  # the packing's own count
     dtypes = {d: DtypeTotal(*v) for d, v in per_dtype.items()}
     stored = sum(d.bytes for d in dtypes.values())
     rows = None
@@ -398,4 +404,4 @@ def _report(ckpt: Checkpoint, sites: list[HcSiteTensors], name_glob: str | None,
 
         findings = verify(ckpt, hc=hc_check)
     return InspectReport(ckpt, n_tensors, n_layers, n_stages, stored, logical, dtypes, rows,
-                         entries, findings, len(sites))
+                         entries, findings, len(sites), components=table)

@@ -251,6 +251,30 @@ def test_gguf_partial_inventory_and_unmapped_names(tmp_path):
     assert "blk.0.engram_table.weight" in got["unmapped_tensor"]["message"]
 
 
+@covers("dropped_by_producer")
+def test_what_transformers_leaves_out_is_information(tmp_path):
+    from transformers_fixtures import save_tiny_model
+
+    got = findings(save_tiny_model(tmp_path / "tf")[1], 0)
+    assert got["dropped_by_producer"]["severity"] == "info" and "stages" in got["dropped_by_producer"]["message"]
+
+
+@covers("wrong_packing")
+def test_packed_weight_narrower_than_the_config_implies(tmp_path):
+    from ct_fixtures import save_compressed
+    from diff_fixtures import edit_copy
+
+    name = "model.layers.0.attn.wq_a.weight_packed"
+
+    def narrow(t):
+        d, s, b = t[name]
+        t[name] = (d, (s[0], s[1] - 1), b[: s[0] * (s[1] - 1) * 4])
+
+    bad = edit_copy(save_compressed(tmp_path / "ct")[1], tmp_path / "bad", narrow)
+    got = findings(bad, 0)  # best effort outside HC in the V4 family: a warning
+    assert got["wrong_packing"]["severity"] == "warning" and name in got["wrong_packing"]["message"]
+
+
 def test_every_code_has_a_test():
     assert set(COVERED) == set(CODES), set(CODES) ^ set(COVERED)
 

@@ -24,6 +24,7 @@ from hccli.checkpoint.hc import (
     gguf_settings,
     is_gguf,
 )
+from hccli.checkpoint.header import DTYPES
 from hccli.checkpoint.shardset import Checkpoint
 from hccli.checkpoint.source import one_line
 from hccli.errors import HcError
@@ -52,9 +53,10 @@ CODES = {
     "hc_incomplete": ("error", "a site lacks one of its hc_*_fn, hc_*_base, hc_*_scale"),
     "hc_shape": ("error", "HC tensors whose shapes disagree with each other or with hc_mult"),
     "hc_dtype": ("error", "an HC tensor that is not F32"),
-    "hc_quantised": ("error", "a GGUF HC tensor stored in a quantised GGML type (Q8_0, Q4_K, ...), named"),
-    "hc_reduced_precision": ("warning", "a GGUF HC tensor stored in F16 or BF16: each value rounded to 2^-11 "
-                                        "or 2^-8 relative"),
+    "hc_quantised": ("error", "an HC tensor stored quantised (a GGML type: Q8_0, Q4_K, ...; an integer type from "
+                              "mlx-lm or compressed-tensors), named"),
+    "hc_reduced_precision": ("warning", "an HC tensor of a GGUF, mlx-lm or compressed-tensors checkpoint stored in "
+                                        "F16 or BF16: each value rounded to 2^-11 or 2^-8 relative"),
     "hc_missing_site": ("error", "a GGUF lacks an HC site its metadata's block_count implies"),
     "hc_nonfinite": ("error", "an HC tensor holds NaN or Inf"),
     "hc_unchecked": ("warning", "an hc_*_fn whose values were not read: past the bytes verify reads in one run"),
@@ -65,6 +67,10 @@ CODES = {
     "wrong_dtype": ("error", "a tensor's dtype differs from what the config implies"),
     "partial_inventory": ("warning", "a GGUF holds only some of the tensors the config implies (said once)"),
     "unmapped_tensor": ("warning", "a tensor name the checkpoint's dialect does not define"),
+    "wrong_packing": ("error", "a quantised weight whose packed shape or side tensors (scales, biases, weight_shape) "
+                               "disagree with its producer's rules, config.json's quantisation block or the config"),
+    "dropped_by_producer": ("info", "tensors the config implies that the checkpoint's producer leaves out by design "
+                                    "(mlx-lm, transformers: stages, vision, Engram, ...), counted per kind"),
     "shard_placement": ("info", "a known release's tensors lie in other shards, or its shards differ in size, "
                                 "from the published files"),
 }
@@ -207,6 +213,8 @@ class _HcCheck:
         self.items: list[Finding | int] = []  # a finding, or the index of a value job
         self.jobs: list[tuple[Any, str]] = []
         hc_mult = ckpt.config.hc_mult if ckpt.config is not None else None
+        # producers whose HC tensors may be stored below F32 on purpose: said as GGUF's are
+        low_precision = dialect_of(ckpt).dialect in (D.MLX_LM, D.COMPRESSED_TENSORS)
         fn_budget = FN_READ_BUDGET
         # where reads cost a transfer the fn projections (2 MB a site, 169 MB for V4.1-Flash) are not fetched
         cheap = ckpt.store is None or ckpt.store.bulk_reads_cheap
@@ -217,7 +225,7 @@ class _HcCheck:
                 out.append(_f("hc_incomplete", f"{s.name} {s.site}: no " + ", ".join(s.tensor_name(p) for p in missing)))
             for part, (shard, info) in s.parts.items():
                 if info.dtype != "F32":
-                    out.append(_dtype_finding(s.tensor_name(part), info, is_gguf(shard)))
+                    out.append(_dtype_finding(s.tensor_name(part), info, is_gguf(shard) or low_precision))
             shapes = {p: info.shape for p, (_, info) in s.parts.items()}
             problem = _hc_shape_problem(s.site, shapes, hc_mult)
             if problem:
@@ -272,16 +280,18 @@ class _HcCheck:
         self.scan.close()
 
 
-def _dtype_finding(canonical: str, info, gguf: bool) -> Finding:
+def _dtype_finding(canonical: str, info, low_precision: bool) -> Finding:
+    """low_precision: a GGUF or a producer that stores HC tensors below F32 on purpose (else hc_dtype)."""
     from hccli.checkpoint.gguf_store import FLOAT_TYPES, ROUNDING
 
     shown = f"'{info.name}'" + (f" ({canonical})" if info.name != canonical else "")
-    if not gguf:
+    if not low_precision or info.dtype == "F64":
         return _f("hc_dtype", f"{shown} is {info.dtype}; expected F32")
     if info.dtype in FLOAT_TYPES:
         return _f("hc_reduced_precision", f"{shown} is {info.dtype}: each value is rounded to {ROUNDING[info.dtype]} "
                   "relative (the reference keeps HC tensors F32)")
-    return _f("hc_quantised", f"{shown} is {info.dtype}, a quantised GGML type; the reference keeps HC tensors F32")
+    kind = "a packed or narrow type" if info.dtype in DTYPES else "a quantised GGML type"
+    return _f("hc_quantised", f"{shown} is {info.dtype}, {kind}; the reference keeps HC tensors F32")
 
 
 def _gguf_missing_sites(ckpt: Checkpoint, sites) -> list[Finding]:
@@ -346,6 +356,14 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
     cfg = ckpt.config
     assert cfg is not None
     dialect = dialect_of(ckpt).dialect
+    from hccli.checkpoint import producers  # mlx-lm, compressed-tensors; what transformers leaves out
+
+    if dialect in producers.PACKING:
+        return [_f(code, msg) if sure or CODES[code][0] == "info" else
+                Finding(code, "warning", one_line(msg + " (inventory best effort for this family)", 400))
+                for code, msg, sure in producers.findings(ckpt, build_inventory(cfg), dialect)]
+    left_out = [_f("dropped_by_producer", m) for m in producers.drop_messages(build_inventory(cfg), dialect, cfg)
+                ] if dialect == D.TRANSFORMERS_SAVED else []
     if dialect not in R.RECONCILED:
         return []
     inventory = build_inventory(cfg)
@@ -403,4 +421,4 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
     if unmapped:
         out.append(_f("unmapped_tensor", f"{len(unmapped):,} tensors whose names the {dialect} layout does not "
                       f"define (first: '{unmapped[0]}')"))
-    return out
+    return left_out + out
