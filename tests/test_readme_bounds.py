@@ -5,7 +5,7 @@ import re
 
 from conftest import ROOT
 
-from hccli import config_read, vocab
+from hccli import config_quant, config_read, vocab
 from hccli.checkpoint import gguf_file, header, store, verify
 from hccli.kernels import limits
 
@@ -30,6 +30,7 @@ def test_bounds_table_matches_the_code():
         "values in one array `run-kernel` reads or builds": [n(limits.MAX_ELEMENTS)],
         "JSON mixes": [n(limits.MAX_JSON_BYTES), str(limits.MAX_JSON_DEPTH), str(limits.MAX_JSON_DIGITS)],
         "a GGUF header (metadata and tensor infos)": [n(gguf_file.MAX_HEADER_BYTES), n(gguf_file.MAX_TENSORS)],
+        "entries of a config's quantisation block": [n(config_quant.MAX_QUANT_ENTRIES)],
     }
     for what, figures in rows.items():
         cell = _row(text, what)
