@@ -93,8 +93,11 @@ def test_packing_mismatches_are_named(saved, tmp_path):
     # the V4 family's inventory outside HC is best effort: warnings, each named in the save's spelling
     assert all(f["severity"] == "warning" for f in got)
     msgs = {f["message"].split("'")[1]: f["message"] for f in got}
-    assert f"{w}.weight_packed" in msgs if packed else f"{w}.weight" in msgs
-    if packed:
+    codes = {f["message"].split("'")[1]: f["code"] for f in got}
+    assert codes[f"{w}.weight_packed" if packed else f"{w}.weight"] == "wrong_packing"
+    if not packed:
+        assert "holds 32 values a row; the config implies 64" in msgs[f"{w}.weight"]
+    else:
         assert "holds 4 int32 words a row; 64 values of 4 bits (config.json's config groups) take 8" \
             in msgs[f"{w}.weight_packed"]
         assert "lacks its weight_shape" in msgs["model.layers.2.attn.wkv.weight_packed"]

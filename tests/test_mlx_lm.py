@@ -159,3 +159,10 @@ def test_names_decide_with_the_config_block():
     got = D.detect_dialect(names, quant="mlx")
     assert got.dialect == D.MLX_LM and "mlx-lm's `quantization`" in got.note
     assert D.detect_dialect([*names, "model.layers.0.mlp.experts.switch_mlp.up_proj.weight"]).dialect == D.MLX_LM
+
+
+def test_biases_without_scales_are_named(made, tmp_path):
+    doc = _json("inspect", _edited(made, tmp_path, "q4", lambda t: t.pop("model.embed_tokens.scales")), "--verify",
+                code=1)
+    got = [f["message"] for f in doc["findings"] if f["code"] == "wrong_packing"]
+    assert got == ["'model.embed_tokens.weight' (embed.weight) has .biases and no .scales"]

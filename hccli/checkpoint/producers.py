@@ -161,21 +161,26 @@ def _sig(p: Part | None) -> tuple[str, tuple[int, ...]] | None:
     return None if p is None else (p.info.dtype, tuple(p.info.shape))
 
 
-def packed_width(dialect: str, parts: dict[str, Part], quant: Any, in_dims: int | None
+def module_entries(quant: Any) -> dict[str, Any]:
+    """mlx-lm's per-module entries of the config's block, looked up once a module."""
+    return dict(quant.per_path) if quant is not None else {}
+
+
+def packed_width(dialect: str, parts: dict[str, Part], quant: Any, in_dims: int | None, entries: dict[str, Any]
                  ) -> tuple[int | None, str | None]:
     """(values a row of the module's weight holds, problem) for a quantised module, or (None, None)
-    for one stored as it is."""
+    for one stored as it is. entries: module_entries(quant)."""
     weight = parts.get("packed") or parts.get("weight")
     scales = parts.get("scales")
     if weight is None:
         return None, None
     if dialect == D.MLX_LM:
         if scales is None:
-            return None, None
+            return (None, "has .biases and no .scales") if "biases" in parts else (None, None)
         if quant is None or quant.kind not in (Q.MLX, Q.RELEASE_FP8):
             return None, "has .scales, and config.json holds no `quantization` block: mlx-lm's load_model " \
                          "would not read it as quantised"
-        named = dict(quant.per_path).get(weight.module)
+        named = entries.get(weight.module)
         width, _, problem = mlx_packing(_sig(weight), _sig(scales), _sig(parts.get("biases")), in_dims,
                                         named or quant.default, named is not None)
         return width, problem
@@ -188,50 +193,44 @@ def packed_width(dialect: str, parts: dict[str, Part], quant: Any, in_dims: int 
     return ct_packing(_sig(weight), "packed" in parts, _sig(scales), in_dims, quant.groups)
 
 
-def component_table(ckpt: Any, dialect: str) -> ComponentTable:
-    """Every stored tensor filed under its component, logical parameters through the packing;
-    widths from the config's inventory where there is a config, else from the shapes and the
+def _counted(ckpt: Any, dialect: str):
+    """(canonical name, Part, logical parameters) of every stored tensor the producer writes, and
+    the stored names it never writes: a packed weight counts the values it holds, side tensors 0.
+    Widths from the config's inventory where there is a config, else from the shapes and the
     config's quantisation block alone."""
-    tensors = ckpt.tensors()
-    parts, unmapped = gather(tensors, dialect)
+    parts, unmapped = gather(ckpt.tensors(), dialect)
     widths = _widths(ckpt, dialect)
     quant = ckpt.config.quantisation if ckpt.config is not None else None
-    acc: dict[str, list[int]] = {}
-    total = 0
+    entries = module_entries(quant)
+    out = []
     for base, group in parts.items():
-        comp = component_of(base)
-        width, _ = packed_width(dialect, group, quant, widths.get(base))
+        width, _ = packed_width(dialect, group, quant, widths.get(base), entries)
         for p in group.values():
-            if p.role in SIDE_ROLES:
-                n = 0
-            elif width is not None:
-                n = logical_elements(tuple(p.info.shape), width)
-            else:
-                n = p.info.n_elements
-            row = acc.setdefault(comp, [0, 0, 0])
-            row[0] += 1
-            row[1] += p.info.nbytes
-            row[2] += n
-            total += n
+            n = 0 if p.role in SIDE_ROLES else \
+                logical_elements(tuple(p.info.shape), width) if width is not None else p.info.n_elements
+            out.append((base, p, n))
+    return out, unmapped
+
+
+def component_table(ckpt: Any, dialect: str) -> ComponentTable:
+    """Every stored tensor filed under its component (`inspect`)."""
     from hccli.inventory import COMPONENTS
 
+    counted, unmapped = _counted(ckpt, dialect)
+    acc: dict[str, list[int]] = {}
+    for base, p, n in counted:
+        row = acc.setdefault(component_of(base), [0, 0, 0])
+        row[0] += 1
+        row[1] += p.info.nbytes
+        row[2] += n
     order = {c: i for i, c in enumerate((*COMPONENTS, "other"))}
     rows = [ComponentRow(c, *v) for c, v in sorted(acc.items(), key=lambda kv: order[kv[0]])]
-    return ComponentTable(rows, sum(r.tensors for r in rows), unmapped[:8], total)
+    return ComponentTable(rows, len(counted), unmapped[:8], sum(r.logical_params for r in rows))
 
 
 def logical_by_name(ckpt: Any, dialect: str) -> dict[str, int]:
     """stored name -> logical parameters, as component_table counts them (`diff`'s inventory)."""
-    parts, _ = gather(ckpt.tensors(), dialect)
-    widths = _widths(ckpt, dialect)
-    quant = ckpt.config.quantisation if ckpt.config is not None else None
-    out: dict[str, int] = {}
-    for base, group in parts.items():
-        width, _ = packed_width(dialect, group, quant, widths.get(base))
-        for p in group.values():
-            out[p.stored] = 0 if p.role in SIDE_ROLES else \
-                logical_elements(tuple(p.info.shape), width) if width is not None else p.info.n_elements
-    return out
+    return {p.stored: n for _, p, n in _counted(ckpt, dialect)[0]}
 
 
 def _widths(ckpt: Any, dialect: str) -> dict[str, int]:
@@ -265,6 +264,7 @@ def findings(ckpt: Any, inventory: Any, dialect: str) -> list[tuple[str, str, bo
     model_dtype = _model_dtype(parts)
     wants = expected(inventory, dialect, model_dtype)
     quant = ckpt.config.quantisation if ckpt.config is not None else None
+    entries = module_entries(quant)
     producer = PRODUCER[dialect]
     out: list[tuple[str, str, bool]] = [("dropped_by_producer", m, True)
                                         for m in drop_messages(inventory, dialect, inventory.config)]
@@ -283,7 +283,7 @@ def findings(ckpt: Any, inventory: Any, dialect: str) -> list[tuple[str, str, bo
             out.append(("missing_tensor", f"{shown} {list(want.shape)} is implied by the config but absent{orphans}",
                         want.exact))
             continue
-        width, problem = packed_width(dialect, group, quant, want.shape[-1] if want.shape else None)
+        width, problem = packed_width(dialect, group, quant, want.shape[-1] if want.shape else None, entries)
         ws = tuple(weight.info.shape)
         if problem is not None:
             out.append(("wrong_packing", f"'{weight.stored}' ({name}) {problem}", want.exact))
