@@ -29,7 +29,7 @@ from dataclasses import field
 from typing import Any
 
 from hccli import dialect_ct, dialect_mlx
-from hccli.config_quant import COMPRESSED_TENSORS as _CT_BLOCK, MLX as _MLX_BLOCK
+from hccli.config_quant import COMPRESSED_TENSORS as _CT_BLOCK, MLX as _MLX_BLOCK, RELEASE_FP8 as _FP8_BLOCK
 from hccli.record import record
 from hccli.vocab import HcName, hc_tensor_name, parse_hc_name
 
@@ -375,11 +375,12 @@ _BLOCK_NAMES = {_MLX_BLOCK: "mlx-lm's `quantization`", _CT_BLOCK: "compressed-te
 def _quant_note(dialect: str, quant: str | None) -> str:
     """What the config's quantisation block adds to a dialect the names decided."""
     want = {MLX_LM: _MLX_BLOCK, COMPRESSED_TENSORS: _CT_BLOCK}.get(dialect)
-    if want is None or quant == want or (quant is None and dialect == MLX_LM):  # mlx-lm writes none unquantised
+    # mlx-lm writes no block for a model it did not quantise, and reads the release's fp8 block as its own
+    if want is None or quant == want or (dialect == MLX_LM and quant in (None, _FP8_BLOCK)):
         return ""
-    have = f"config.json holds {_BLOCK_NAMES[quant]}" if quant in _BLOCK_NAMES else "config.json holds no"
-    return f"{have} quantisation block, not {_BLOCK_NAMES[want]}" if quant else \
-        f"config.json holds no {_BLOCK_NAMES[want]} block"
+    if quant in _BLOCK_NAMES:
+        return f"config.json holds {_BLOCK_NAMES[quant]}, not {_BLOCK_NAMES[want]}"
+    return f"config.json holds no {_BLOCK_NAMES[want]}"
 
 
 def canonical_hc_names(names: Iterable[str], dialect: str) -> dict[str, str]:

@@ -110,7 +110,7 @@ def test_without_its_quantization_config_the_names_still_tell(saved, tmp_path):
     (bad / "config.json").write_text(json.dumps(cfg))
     doc = _json("inspect", bad, "--verify")
     assert doc["dialect"]["name"] == D.COMPRESSED_TENSORS
-    assert doc["dialect"]["note"] == "config.json holds no compressed-tensors' `quantization_config` block"
+    assert doc["dialect"]["note"] == "config.json holds no compressed-tensors' `quantization_config`"
     assert any("no compressed-tensors quantization_config" in f["message"] for f in doc["findings"])
 
 

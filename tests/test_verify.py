@@ -253,10 +253,18 @@ def test_gguf_partial_inventory_and_unmapped_names(tmp_path):
 
 @covers("dropped_by_producer")
 def test_what_transformers_leaves_out_is_information(tmp_path):
+    from diff_fixtures import edit_copy
     from transformers_fixtures import save_tiny_model
 
-    got = findings(save_tiny_model(tmp_path / "tf")[1], 0)
+    save = save_tiny_model(tmp_path / "tf")[1]
+    got = findings(save, 0)
     assert got["dropped_by_producer"]["severity"] == "info" and "stages" in got["dropped_by_producer"]["message"]
+    # a hash-routing table is a buffer: a save without it is told so, not given a missing tensor
+    bad = edit_copy(save, tmp_path / "bad", lambda t: t.pop("model.layers.0.ffn.gate.tid2eid"))
+    r = run_hc("inspect", bad, "--verify", "--json")
+    said = [(f["code"], f["message"]) for f in r.json()["findings"]]
+    assert r.exit_code == 0 and [c for c, _ in said] == ["dropped_by_producer"] * 2, said
+    assert "tid2eid), and this save has none of the 1 (first: 'layers.0.ffn.gate.tid2eid')" in said[1][1]
 
 
 @covers("wrong_packing")

@@ -33,6 +33,7 @@ from hccli.vocab import parse_hc_name
 
 PACKING = (D.MLX_LM, D.COMPRESSED_TENSORS)  # dialects whose tensors are reconciled here
 PRODUCER = {D.MLX_LM: "mlx-lm", D.COMPRESSED_TENSORS: "compressed-tensors", D.TRANSFORMERS_SAVED: "transformers"}
+_BUFFER = ".ffn.gate.tid2eid"
 SIDE_ROLES = ("scales", "biases", "global_scale", "weight_shape", "zero_point", "activation")
 _EXPERT = re.compile(r"^(layers\.(?:0|[1-9][0-9]{0,5})\.ffn\.experts)\.(?:0|[1-9][0-9]{0,5})\.(w[123]\.weight)$")
 # (what is left out, the producer's source that leaves it out)
@@ -256,6 +257,17 @@ def drop_messages(inventory: Any, dialect: str, config: Any) -> list[str]:
     return out
 
 
+def split_buffers(missing: list[str]) -> tuple[list[str], list[str]]:
+    """(the missing names, the hash-routing tables among them): transformers holds `tid2eid` as a
+    buffer (DeepseekV4HashRouter), which a save may leave out."""
+    return [n for n in missing if not n.endswith(_BUFFER)], [n for n in missing if n.endswith(_BUFFER)]
+
+
+def buffer_messages(buffers: list[str]) -> list[str]:
+    return [f"transformers holds the hash-routing tables as buffers (DeepseekV4HashRouter.tid2eid), and this save "
+            f"has none of the {len(buffers)} (first: '{buffers[0]}')"] if buffers else []
+
+
 def findings(ckpt: Any, inventory: Any, dialect: str) -> list[tuple[str, str, bool]]:
     """(code, message, exact) of the inventory against a producer's checkpoint: exact False
     where the family's inventory is best effort (a mismatch there is a warning)."""
@@ -268,14 +280,17 @@ def findings(ckpt: Any, inventory: Any, dialect: str) -> list[tuple[str, str, bo
     producer = PRODUCER[dialect]
     out: list[tuple[str, str, bool]] = [("dropped_by_producer", m, True)
                                         for m in drop_messages(inventory, dialect, inventory.config)]
-    buffers = []
+    buffers: set[str] = set()
+    if dialect != D.MLX_LM:
+        _, left = split_buffers([n for n in wants if n not in parts])
+        buffers = set(left)
+        out += [("dropped_by_producer", m, True) for m in buffer_messages(left)]
     for name, want in wants.items():
         group = parts.get(name)
         weight = None if group is None else group.get("packed") or group.get("weight") or group.get("tensor")
         if weight is None:
-            if group is None and dialect != D.MLX_LM and name.endswith(".ffn.gate.tid2eid"):
-                buffers.append(name)
-                continue
+            if name in buffers:
+                continue  # a buffer the save left out, said above
             spelled = dialect_mlx.stored_name(name.replace(D.FUSED_MARK, "0")) if dialect == D.MLX_LM else None
             shown = f"'{name}'" + (f" ({producer} writes '{spelled}')" if spelled else "")
             orphans = "" if group is None else " (its " + ", ".join(f"'{p.stored}'" for p in group.values()) + \
@@ -301,10 +316,6 @@ def findings(ckpt: Any, inventory: Any, dialect: str) -> list[tuple[str, str, bo
         first = next(iter(parts[name].values()))
         out.append(("unexpected_tensor", f"'{first.stored}' ({name}) in {first.shard.file} is not implied by the "
                     "config", all_exact))
-    if buffers:
-        out.append(("dropped_by_producer", f"{producer} holds the hash-routing tables as buffers "
-                    f"(DeepseekV4HashRouter.tid2eid), and this save has none of the {len(buffers)} (first: "
-                    f"'{buffers[0]}')", True))
     if unmapped:
         out.append(("unmapped_tensor", f"{len(unmapped):,} tensors whose names {producer} does not write for this "
                     f"model (first: '{unmapped[0]}')", True))

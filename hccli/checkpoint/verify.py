@@ -388,6 +388,9 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
         out.extend(Finding(f.code, "warning", f.message) for f in tail)
 
     missing = list(filterfalse(have.__contains__, inv))
+    if dialect == D.TRANSFORMERS_SAVED:  # a buffer a save may leave out is not a defect
+        missing, buffers = producers.split_buffers(missing)
+        left_out += [_f("dropped_by_producer", m) for m in producers.buffer_messages(buffers)]
     if dialect == D.GGUF:
         hc_missing = [n for n in missing if "hc_" in n]
         rest = [n for n in missing if "hc_" not in n]
