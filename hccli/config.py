@@ -23,6 +23,7 @@ from hccli import config_bounds as bounds
 from hccli.config_family import check_named_family, family
 from hccli.config_keys import KeySpace
 from hccli.config_layers import layer_lists
+from hccli.config_quant import QuantBlock, quant_block
 from hccli.config_read import ConfigError, as_config_error, decode_json, read_config_bytes
 from hccli.errors import HcError
 from hccli.record import record
@@ -92,6 +93,7 @@ class ModelConfig:
     expert_dtype: str  # "fp4" | "fp8"
     vision: VisionConfig | None
     notes: tuple[str, ...] = field(default=())
+    quantisation: QuantBlock | None = None  # a producer's block (mlx-lm, compressed-tensors)
 
     @property
     def has_head_mix(self) -> bool:
@@ -257,4 +259,5 @@ def from_mapping(data: dict, source: str) -> ModelConfig:
         dspark_target_layer_ids=lists.dspark_targets, dspark_markov_rank=s["dspark_markov_rank"],
         stage_routed_experts=stage_experts, fp8_block=_fp8_block(ks, family_name),
         expert_dtype=expert_dtype, vision=_vision(ks), notes=lists.notes,
+        quantisation=quant_block(data, source),
     )

@@ -10,6 +10,8 @@ its path in docs/DIALECTS.md; none is guessed. In short:
     transformers-memory  model.layers.3.attn_hc.fn  model.hc_head.hc_fn  (module names in memory)
     megatron             decoder.layers.3.hc_attn_fn  decoder.hc_head_params.hc_head_fn
     gguf                 blk.3.hc_attn_fn.weight    output_hc_fn.weight  (llama.cpp deepseek4/deepseek41)
+    mlx-lm               model.layers.3.attn_hc.fn  (none: V4.1)     (mlx_lm deepseek_v41; dialect_mlx.py)
+    compressed-tensors   model.layers.3.hc_attn_fn  model.hc_head.hc_fn  (a quantised save; dialect_ct.py)
 
 No producer transposes or reshapes an HC tensor. GGUF lists dimensions fastest
 first, so its shapes read reversed (`fn` [24, 4*dim] is ne = [4*dim, 24]); that is
@@ -26,6 +28,8 @@ from itertools import repeat
 from dataclasses import field
 from typing import Any
 
+from hccli import dialect_ct, dialect_mlx
+from hccli.config_quant import COMPRESSED_TENSORS as _CT_BLOCK, MLX as _MLX_BLOCK, RELEASE_FP8 as _FP8_BLOCK
 from hccli.record import record
 from hccli.vocab import NUMBER, HcName, hc_tensor_name, parse_hc_name
 
@@ -35,8 +39,11 @@ TRANSFORMERS_SAVED = "transformers-saved"
 TRANSFORMERS_MEMORY = "transformers-memory"
 MEGATRON = "megatron"
 GGUF = "gguf"
+MLX_LM = "mlx-lm"
+COMPRESSED_TENSORS = "compressed-tensors"
 UNKNOWN = "unknown"
-DIALECTS = (RELEASE, RELEASE_PREFIXED, TRANSFORMERS_SAVED, TRANSFORMERS_MEMORY, MEGATRON, GGUF)
+DIALECTS = (RELEASE, RELEASE_PREFIXED, TRANSFORMERS_SAVED, TRANSFORMERS_MEMORY, MEGATRON, GGUF, MLX_LM,
+            COMPRESSED_TENSORS)
 
 DESCRIPTIONS = {
     RELEASE: "DeepSeek release layout",
@@ -45,6 +52,9 @@ DESCRIPTIONS = {
     TRANSFORMERS_MEMORY: "transformers in-memory module names",
     MEGATRON: "Megatron-style (decoder.*) names",
     GGUF: "llama.cpp GGUF (deepseek4 / deepseek41)",
+    MLX_LM: "mlx-lm's save_model of deepseek_v41 (mlx_lm.convert)",
+    COMPRESSED_TENSORS: "compressed-tensors' quantised save of transformers' DeepseekV4ForCausalLM "
+                        "as llm-compressor or ModelCompressor writes it",
     UNKNOWN: "no known dialect",
 }
 
@@ -65,7 +75,9 @@ _HC = {
         r"|hc_head_params\.hc_head_(?P<hpart>fn|base|scale))$"),
     GGUF: re.compile(
         rf"^(?:blk\.{_N}\.hc_(?P<site>attn|ffn)_(?P<part>fn|base|scale)|output_hc_(?P<hpart>fn|base|scale))\.weight$"),
+    MLX_LM: re.compile(rf"^model\.layers\.{_N}\.(?P<site>attn|ffn)_hc\.(?P<part>fn|base|scale)$"),  # no head mix
 }
+_HC[COMPRESSED_TENSORS] = _HC[TRANSFORMERS_SAVED]  # HC tensors are parameters, never a compressor's
 
 
 def hc_name(name: str, dialect: str) -> HcName | None:
@@ -80,7 +92,7 @@ def hc_name(name: str, dialect: str) -> HcName | None:
     m = rx.match(name) if rx is not None else None
     if m is None:
         return None
-    if m["hpart"] is not None:
+    if "hpart" in rx.groupindex and m["hpart"] is not None:
         return HcName("", None, "head", m["hpart"])
     return HcName("layers", int(m["num"]), m["site"], m["part"])
 
@@ -94,8 +106,10 @@ def spell_hc(hc: HcName, dialect: str) -> str | None:
     if hc.kind == "mtp":  # only the release layouts carry the stages
         return None
     head = hc.kind == ""
-    if dialect == TRANSFORMERS_SAVED:
+    if dialect in (TRANSFORMERS_SAVED, COMPRESSED_TENSORS):
         return f"model.hc_head.hc_{hc.part}" if head else f"model.{hc.canonical()}"
+    if dialect == MLX_LM:
+        return None if head else f"model.layers.{hc.num}.{hc.site}_hc.{hc.part}"
     if dialect == TRANSFORMERS_MEMORY:
         return f"model.hc_head.hc_{hc.part}" if head else f"model.layers.{hc.num}.{hc.site}_hc.{hc.part}"
     if dialect == MEGATRON:
@@ -227,6 +241,16 @@ def canonical_name(name: str, dialect: str) -> str | None:
         return _layer_map(name[8:], _MEGATRON_LAYER) if name.startswith("decoder.") else None
     if dialect == GGUF:
         return _GGUF_TOP.get(name) or _layer_map(name, _GGUF_LAYER)
+    if dialect == MLX_LM:
+        return dialect_mlx.canonical(name)
+    if dialect == COMPRESSED_TENSORS:
+        side = dialect_ct.split(name)
+        if side is None:
+            return canonical_name(name, TRANSFORMERS_SAVED)
+        weight, role, suffix = side
+        base = canonical_name(weight, TRANSFORMERS_SAVED)
+        stem = base[: -len(".weight")] if base.endswith(".weight") else base
+        return base if role == "weight" else f"{stem}.scale" if role == "scales" else f"{stem}.{suffix}"
     return None
 
 
@@ -262,6 +286,10 @@ def _vote(n: str) -> str | None:
         return GGUF
     if n.startswith("decoder."):
         return MEGATRON
+    if dialect_ct.votes_for(n):
+        return COMPRESSED_TENSORS
+    if dialect_mlx.votes_for(n):
+        return MLX_LM
     if n.startswith("model."):
         # only a layer's own module names tell: the release's vision tower has an `.mlp.` too
         if n.startswith("model.layers.") and any(h in n for h in _MEMORY_HINT):
@@ -299,10 +327,12 @@ class Detection:
     note: str = ""
 
 
-def detect_dialect(names: Iterable[str], config: Mapping[str, Any] | None = None) -> Detection:
+def detect_dialect(names: Iterable[str], config: Mapping[str, Any] | None = None, quant: str | None = None
+                   ) -> Detection:
     """The dialect a set of tensor names is written in, helped by its config where
     the names alone cannot tell (a shard holding only `model.layers.*` is a
-    transformers save or a prefixed release: the same HC spelling, not the same rest)."""
+    transformers save or a prefixed release: the same HC spelling, not the same rest).
+    quant: the kind of quantisation block the config holds (config_quant.QuantBlock.kind)."""
     names = names if isinstance(names, Collection) else list(names)
     if names and not any(map(str.startswith, names, repeat(_NOT_RELEASE_ROOTS))):
         # the common case, a release's ~100k names, decided by C-level scans alone
@@ -316,7 +346,16 @@ def detect_dialect(names: Iterable[str], config: Mapping[str, Any] | None = None
         if d is not None:
             votes[d] = votes.get(d, 0) + 1
             first.setdefault(d, n)
-    for d in (GGUF, MEGATRON, TRANSFORMERS_MEMORY, TRANSFORMERS_SAVED, RELEASE_PREFIXED):
+    for d in (GGUF, MEGATRON, MLX_LM, COMPRESSED_TENSORS):
+        if votes.get(d):
+            return Detection(d, first[d], votes, _quant_note(d, quant))
+    by_block = {_MLX_BLOCK: (MLX_LM, (TRANSFORMERS_MEMORY,)),
+                _CT_BLOCK: (COMPRESSED_TENSORS, (TRANSFORMERS_SAVED, _MODEL_AMBIGUOUS))}.get(quant or "")
+    if by_block is not None and any(votes.get(d) for d in by_block[1]):
+        d = next(d for d in by_block[1] if votes.get(d))
+        return Detection(by_block[0], first[d], votes, f"names alone read as {d}; config.json holds "
+                         f"{_BLOCK_NAMES[quant or '']}")
+    for d in (TRANSFORMERS_MEMORY, TRANSFORMERS_SAVED, RELEASE_PREFIXED):
         if votes.get(d):
             return Detection(d, first[d], votes)
     if votes.get(_MODEL_AMBIGUOUS):
@@ -328,6 +367,20 @@ def detect_dialect(names: Iterable[str], config: Mapping[str, Any] | None = None
     if votes.get(RELEASE):
         return Detection(RELEASE, first[RELEASE], votes)
     return Detection(UNKNOWN, "", votes, "no tensor name of any known dialect")
+
+
+_BLOCK_NAMES = {_MLX_BLOCK: "mlx-lm's `quantization`", _CT_BLOCK: "compressed-tensors' `quantization_config`"}
+
+
+def _quant_note(dialect: str, quant: str | None) -> str:
+    """What the config's quantisation block adds to a dialect the names decided."""
+    want = {MLX_LM: _MLX_BLOCK, COMPRESSED_TENSORS: _CT_BLOCK}.get(dialect)
+    # mlx-lm writes no block for a model it did not quantise, and reads the release's fp8 block as its own
+    if want is None or quant == want or (dialect == MLX_LM and quant in (None, _FP8_BLOCK)):
+        return ""
+    if quant in _BLOCK_NAMES:
+        return f"config.json holds {_BLOCK_NAMES[quant]}, not {_BLOCK_NAMES[want]}"
+    return f"config.json holds no {_BLOCK_NAMES[want]}"
 
 
 def canonical_hc_names(names: Iterable[str], dialect: str) -> dict[str, str]:

@@ -27,6 +27,7 @@ from hccli.checkpoint.values import (
     iter_tensor_bytes,
     iter_tensor_chunks,
 )
+from hccli.components import component_of  # noqa: F401 - diff's name for it
 from hccli.config import ConfigUnusable
 from hccli.errors import HcError
 from hccli.vocab import (
@@ -152,24 +153,6 @@ class HcView:
         self.close()
 
 
-def component_of(name: str) -> str:
-    """The count-params component of a canonical tensor name (hccli/inventory.py's)."""
-    if name.startswith("mtp."):
-        return "dspark"
-    if name.startswith(("vision.", "aligner.", "image_")):
-        return "vision"
-    if parse_hc_name(name) is not None:
-        return "hyper_connections"
-    for mark, comp in ((".engram.", "engram"), (".attn.indexer.", "indexer"), (".attn.compressor.", "compressor"),
-                       (".attn.", "attention"), (".ffn.gate.", "router"), (".ffn.experts.", "routed_experts"),
-                       (".ffn.shared_experts.", "shared_expert")):
-        if mark in name:
-            return comp
-    if name in ("embed.weight", "head.weight"):
-        return "embeddings_head"
-    return "norms" if name.endswith("norm.weight") else "other"
-
-
 PREFETCH_SITES = 8  # sites read ahead when a side is remote: overlapped round trips, bounded memory
 
 
@@ -272,6 +255,11 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
     dialect = detection.dialect
     others: list[OtherTensor] = []
     get = tensors.get
+    packed = {}  # logical parameters through a producer's packing (checkpoint/producers.py)
+    if dialect in (D.MLX_LM, D.COMPRESSED_TENSORS):
+        from hccli.checkpoint.producers import logical_by_name
+
+        packed = logical_by_name(ckpt, dialect)
     for name, (_, info) in tensors.items():
         if name in stored_hc:
             continue
@@ -283,6 +271,7 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
             # a validated entry's bytes are its elements x bits / 8: no product of dims per tensor
             n = info.nbytes * 8 // DTYPES[dt]
             params = n if dt not in ("I8", "F8_E8M0") else _logical(name, dt, info.shape, n, get)
+            params = packed.get(name, params)
         # tuple.__new__ is the C constructor; a NamedTuple's own __new__ is Python, 0.3 s a full checkpoint
         others.append(_new(OtherTensor, (canon, name, dt, info.shape, info.nbytes, params)))
 

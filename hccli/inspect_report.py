@@ -21,6 +21,7 @@ from hccli.checkpoint.hc import (
     split_set_problems,
 )
 from hccli.checkpoint.header import Columns
+from hccli.checkpoint.producers import PACKING, ComponentTable, component_table
 from hccli.checkpoint.shardset import Checkpoint, open_checkpoint
 from hccli.config import ConfigUnusable
 from hccli.dialects import DESCRIPTIONS, canonical_name
@@ -30,6 +31,8 @@ from hccli.inspect_tree import (
     build_tree_columns,
     merged_columns,
     totals_from_columns,
+    tree_from_lists,
+    tree_lists,
 )
 from hccli.layers import format_ranges
 from hccli.inspect_hc import HcEntry, HcSplitEntry, read_hc_entries  # noqa: F401 - the HC entries' home; renderers import them here
@@ -111,6 +114,7 @@ class InspectDocument:
     stored_bytes: int
     logical_params: int
     dtypes: dict[str, DtypeTotal]
+    components: ComponentTable | None  # mlx-lm and compressed-tensors checkpoints: every tensor's component
     layer_numbering: LayerNumbering
     hc: list[HcEntry]
     findings: list[Finding]
@@ -131,19 +135,6 @@ def _build_tree(ckpt: Checkpoint) -> list[TreeNode]:
     return build_tree_columns(_columns(ckpt))
 
 
-def _tree_doc(ckpt: Checkpoint) -> list:
-    """The tree as JSON-able lists, as a forked child hands it back."""
-    def doc(n: TreeNode) -> list:
-        return [n.label, n.count, n.detail, [doc(c) for c in n.children]]
-
-    return [doc(n) for n in _build_tree(ckpt)]
-
-
-def _node(d: list) -> TreeNode:
-    label, count, detail, children = d
-    return TreeNode(label, count, detail, [_node(c) for c in children])
-
-
 # From this many tensors on, the tree people see is built by a forked child while this process
 # works out the rest of the report (checkpoint/beside.py): ~80 ms of V4.1-Flash's 96k names.
 TREE_BESIDE_MIN_TENSORS = 20_000
@@ -162,6 +153,7 @@ class InspectReport:
     hc: list[HcEntry]
     findings: list[Finding] | None
     hc_sites: int = 0  # HC sites found by name; those whose tensors yield no values are not in `hc`
+    components: ComponentTable | None = None
     tree_job: Any = field(default=None, repr=False, compare=False)  # the tree, being built beside
     notes: list[str] = field(default_factory=list, repr=False, compare=False)  # warnings for people, not in JSON
 
@@ -173,7 +165,7 @@ class InspectReport:
     def tree(self) -> list[TreeNode]:
         # only people see the tree; --json never pays for it
         if self.tree_job is not None:
-            return [_node(n) for n in self.tree_job.result()]
+            return tree_from_lists(self.tree_job.result())
         return _build_tree(self.ckpt)
 
     @property
@@ -204,6 +196,7 @@ class InspectReport:
             stored_bytes=self.stored_bytes,
             logical_params=self.logical_params,
             dtypes=self.dtypes,
+            components=self.components,
             layer_numbering=LayerNumbering(self.n_layers, self.n_stages),
             hc=self.hc,
             findings=self.findings if self.findings is not None else [],
@@ -275,7 +268,7 @@ def build_inspect(
             from hccli.checkpoint.beside import Beside
 
             many = sum(len(s.header.columns.names) for s in ckpt.readable()) >= TREE_BESIDE_MIN_TENSORS
-            job = Beside(lambda: _tree_doc(ckpt), worth=many, timeout_s=60)
+            job = Beside(lambda: tree_lists(_build_tree(ckpt)), worth=many, timeout_s=60)
         report = _report(ckpt, sites, name_glob, layers, dtype, list_tensors, hc_check, hc_layers)
     except BaseException:
         for started in (job, hc_check):
@@ -294,6 +287,8 @@ def _report(ckpt: Checkpoint, sites: list[HcSiteTensors], name_glob: str | None,
         if chosen is not None:
             _check_layers(what, chosen, ckpt.label, n_layers, n_stages)
     n_tensors, per_dtype, logical = totals_from_columns(_columns(ckpt))
+    table = component_table(ckpt, dialect_of(ckpt).dialect) if dialect_of(ckpt).dialect in PACKING else None
+    logical = table.logical_params if table is not None else logical  # the packing's own count
     dtypes = {d: DtypeTotal(*v) for d, v in per_dtype.items()}
     stored = sum(d.bytes for d in dtypes.values())
     rows = None
@@ -326,4 +321,4 @@ def _report(ckpt: Checkpoint, sites: list[HcSiteTensors], name_glob: str | None,
     else:  # (--verify words these as findings; unreadable parts the command warns of itself)
         notes = split_set_problems(ckpt, unreadable=False) + notes
     return InspectReport(ckpt, n_tensors, n_layers, n_stages, stored, logical, dtypes, rows,
-                         entries, findings, len(sites), notes=notes)
+                         entries, findings, len(sites), notes=notes, components=table)

@@ -5,7 +5,7 @@ import re
 
 from conftest import ROOT
 
-from hccli import config_bounds, config_read, hc_view, inspect_hc, safe_write, vocab
+from hccli import config_bounds, config_quant, config_read, hc_view, inspect_hc, safe_write, vocab
 from hccli.checkpoint import findings, gguf_file, gguf_store, hc, header, store, verify
 from hccli.kernels import limits
 
@@ -40,6 +40,7 @@ def test_bounds_table_matches_the_code():
         "findings of one code `--verify` lists": [n(findings.MAX_FINDINGS_PER_CODE)],
         "HC values `inspect` reads and reports": [n(inspect_hc.MAX_INSPECT_VALUES), n(inspect_hc.PLAIN_SPLIT_BUDGET)],
         "a file written (`--plot`, `--save`, a cache entry)": [n(safe_write.TMP_TRIES), n(safe_write.MAX_WALK)],
+        "entries of a config's quantisation block": [n(config_quant.MAX_QUANT_ENTRIES)],
     }
     for what, figures in rows.items():
         cell = _row(text, what)

@@ -308,6 +308,38 @@ def test_gguf_hc_shapes_against_its_hyper_connection_count(tmp_path):
                        "says 4")
 
 
+@covers("dropped_by_producer")
+def test_what_transformers_leaves_out_is_information(tmp_path):
+    from diff_fixtures import edit_copy
+    from transformers_fixtures import save_tiny_model
+
+    save = save_tiny_model(tmp_path / "tf")[1]
+    got = findings(save, 0)
+    assert got["dropped_by_producer"]["severity"] == "info" and "stages" in got["dropped_by_producer"]["message"]
+    # a hash-routing table is a buffer: a save without it is told so, not given a missing tensor
+    bad = edit_copy(save, tmp_path / "bad", lambda t: t.pop("model.layers.0.ffn.gate.tid2eid"))
+    r = run_hc("inspect", bad, "--verify", "--json")
+    said = [(f["code"], f["message"]) for f in r.json()["findings"]]
+    assert r.exit_code == 0 and [c for c, _ in said] == ["dropped_by_producer"] * 2, said
+    assert "tid2eid), and this save has none of the 1 (first: 'layers.0.ffn.gate.tid2eid')" in said[1][1]
+
+
+@covers("wrong_packing")
+def test_packed_weight_narrower_than_the_config_implies(tmp_path):
+    from ct_fixtures import save_compressed
+    from diff_fixtures import edit_copy
+
+    name = "model.layers.0.attn.wq_a.weight_packed"
+
+    def narrow(t):
+        d, s, b = t[name]
+        t[name] = (d, (s[0], s[1] - 1), b[: s[0] * (s[1] - 1) * 4])
+
+    bad = edit_copy(save_compressed(tmp_path / "ct")[1], tmp_path / "bad", narrow)
+    got = findings(bad, 0)  # best effort outside HC in the V4 family: a warning
+    assert got["wrong_packing"]["severity"] == "warning" and name in got["wrong_packing"]["message"]
+
+
 def test_every_code_has_a_test():
     assert set(COVERED) == set(CODES), set(CODES) ^ set(COVERED)
 

@@ -44,9 +44,12 @@ def save_transformers_config(release_hub_name: str, out: Path) -> Path:
     return out / "config.json"
 
 
-def save_tiny_model(out: Path, release_hub_name: str = "tiny-v4.hf.json", dtype: str = "bfloat16", seed: int = 0):
+def save_tiny_model(out: Path, release_hub_name: str = "tiny-v4.hf.json", dtype: str = "bfloat16", seed: int = 0,
+                    prepare=None):
     """A tiny DeepseekV4ForCausalLM with random values, saved by save_pretrained.
-    Returns the in-memory model (for its state_dict) and the output folder."""
+    Returns the in-memory model (for its state_dict) and the output folder. prepare(model),
+    called before the save, may return a function called with the folder after it (a
+    quantiser's compress step, then its config update)."""
     import torch
 
     _, model_cls = transformers_v4()
@@ -58,7 +61,10 @@ def save_tiny_model(out: Path, release_hub_name: str = "tiny-v4.hf.json", dtype:
         for name, p in model.named_parameters():
             if name.endswith(("_hc.base", "_hc.scale", "hc_head.hc_base", "hc_head.hc_scale")):
                 p.copy_(torch.randn_like(p))
+    finish = prepare(model) if prepare is not None else None
     model.save_pretrained(out)
+    if finish is not None:
+        finish(out)
     return model, out
 
 

@@ -31,9 +31,10 @@ CODES = {
     "hc_incomplete": ("error", "a site lacks one of its hc_*_fn, hc_*_base, hc_*_scale"),
     "hc_shape": ("error", "HC tensors whose shapes disagree with each other or with hc_mult"),
     "hc_dtype": ("error", "an HC tensor that is not F32"),
-    "hc_quantised": ("error", "a GGUF HC tensor stored in a quantised GGML type (Q8_0, Q4_K, ...), named"),
-    "hc_reduced_precision": ("warning", "a GGUF HC tensor stored in F16 or BF16: each value rounded to 2^-11 "
-                                        "or 2^-8 relative"),
+    "hc_quantised": ("error", "an HC tensor stored quantised (a GGML type: Q8_0, Q4_K, ...; an integer type from "
+                              "mlx-lm or compressed-tensors), named"),
+    "hc_reduced_precision": ("warning", "an HC tensor of a GGUF, mlx-lm or compressed-tensors checkpoint stored in "
+                                        "F16 or BF16: each value rounded to 2^-11 or 2^-8 relative"),
     "hc_missing_site": ("error", "a GGUF lacks an HC site its metadata's block_count implies"),
     "gguf_misaligned": ("error", "a GGUF tensor's data offset is not a multiple of general.alignment (llama.cpp "
                                  "refuses the file)"),
@@ -47,6 +48,10 @@ CODES = {
     "wrong_dtype": ("error", "a tensor's dtype differs from what the config implies"),
     "partial_inventory": ("warning", "a GGUF holds only some of the tensors the config implies (said once)"),
     "unmapped_tensor": ("warning", "a tensor name the checkpoint's dialect does not define"),
+    "wrong_packing": ("error", "a quantised weight whose packed shape or side tensors (scales, biases, weight_shape) "
+                               "disagree with its producer's rules, config.json's quantisation block or the config"),
+    "dropped_by_producer": ("info", "tensors the config implies that the checkpoint's producer leaves out by design "
+                                    "(mlx-lm, transformers: stages, vision, Engram, ...), counted per kind"),
     "shard_placement": ("info", "a known release's tensors lie in other shards, or its shards differ in size, "
                                 "from the published files"),
 }

@@ -81,7 +81,8 @@ def dialect_of(ckpt: Checkpoint, raw_config: dict | None = None) -> D.Detection:
         if any(is_gguf(s) for s in ckpt.shards):
             ckpt._dialect = D.Detection(D.GGUF, "a GGUF file")
         else:
-            ckpt._dialect = D.detect_dialect(ckpt.all_names(), raw_config)
+            quant = ckpt.config.quantisation if ckpt.config is not None else None
+            ckpt._dialect = D.detect_dialect(ckpt.all_names(), raw_config, quant.kind if quant else None)
     return ckpt._dialect
 
 

@@ -26,6 +26,7 @@ from hccli.checkpoint.hc import (
     is_gguf,
     second_spellings,
 )
+from hccli.checkpoint.header import DTYPES
 from hccli.checkpoint.shardset import Checkpoint
 from hccli.checkpoint.source import one_line
 from hccli.errors import HcError
@@ -169,6 +170,8 @@ class _HcCheck:
             _Want(None, None, "") if meta is None else \
             _Want(meta.hc_mult, meta.dim, f"the GGUF metadata's {meta.key('hc_mult')} says",
                   f"{meta.key('dim')} {meta.dim}")
+        # producers whose HC tensors may be stored below F32 on purpose: said as GGUF's are
+        low_precision = dialect_of(ckpt).dialect in (D.MLX_LM, D.COMPRESSED_TENSORS)
         fn_budget = FN_READ_BUDGET
         # where reads cost a transfer the fn projections (2 MB a site, 169 MB for V4.1-Flash) are not fetched
         cheap = ckpt.store is None or ckpt.store.bulk_reads_cheap
@@ -180,7 +183,7 @@ class _HcCheck:
                                    f"{s.name} {s.site}: no " + ", ".join(s.tensor_name(p) for p in missing)))
             for part, (shard, info) in s.parts.items():
                 if info.dtype != "F32":
-                    out.append(_dtype_finding(s.tensor_name(part), info, is_gguf(shard)))
+                    out.append(_dtype_finding(s.tensor_name(part), info, is_gguf(shard) or low_precision))
             shapes = {p: info.shape for p, (_, info) in s.parts.items()}
             problem = _hc_shape_problem(s.site, shapes, want)
             if problem:
@@ -233,17 +236,18 @@ class _HcCheck:
         self.scan.close()
 
 
-def _dtype_finding(canonical: str, info, gguf: bool) -> Finding:
+def _dtype_finding(canonical: str, info, low_precision: bool) -> Finding:
+    """low_precision: a GGUF or a producer that stores HC tensors below F32 on purpose (else hc_dtype)."""
     from hccli.checkpoint.gguf_store import FLOAT_TYPES, ROUNDING
 
     shown = f"'{info.name}'" + (f" ({canonical})" if info.name != canonical else "")
-    if not gguf:
+    if not low_precision or info.dtype == "F64":
         return finding("hc_dtype", f"{shown} is {info.dtype}; expected F32")
     if info.dtype in FLOAT_TYPES:
         return finding("hc_reduced_precision", f"{shown} is {info.dtype}: each value is rounded to "
                        f"{ROUNDING[info.dtype]} relative (the reference keeps HC tensors F32)")
-    return finding("hc_quantised",
-                   f"{shown} is {info.dtype}, a quantised GGML type; the reference keeps HC tensors F32")
+    kind = "a packed or narrow type" if info.dtype in DTYPES else "a quantised GGML type"
+    return finding("hc_quantised", f"{shown} is {info.dtype}, {kind}; the reference keeps HC tensors F32")
 
 
 def _gguf_findings(ckpt: Checkpoint, sites: list) -> list[Finding]:
@@ -311,6 +315,14 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
     cfg = ckpt.config
     assert cfg is not None
     dialect = dialect_of(ckpt).dialect
+    from hccli.checkpoint import producers  # mlx-lm, compressed-tensors; what transformers leaves out
+
+    if dialect in producers.PACKING:
+        return [finding(code, msg) if sure or CODES[code][0] == "info" else
+                Finding(code, "warning", one_line(msg + " (inventory best effort for this family)", 400))
+                for code, msg, sure in producers.findings(ckpt, build_inventory(cfg), dialect)]
+    left_out = [finding("dropped_by_producer", m) for m in producers.drop_messages(build_inventory(cfg), dialect, cfg)
+                ] if dialect == D.TRANSFORMERS_SAVED else []
     if dialect not in R.RECONCILED:
         return []
     inventory = build_inventory(cfg)
@@ -335,6 +347,9 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
         out.extend(Finding(f.code, "warning", f.message, f.more) for f in tail)
 
     missing = list(filterfalse(have.__contains__, inv))
+    if dialect == D.TRANSFORMERS_SAVED:  # a buffer a save may leave out is not a defect
+        missing, buffers = producers.split_buffers(missing)
+        left_out += [finding("dropped_by_producer", m) for m in producers.buffer_messages(buffers)]
     if dialect == D.GGUF:
         hc_missing = [n for n in missing if "hc_" in n]
         rest = [n for n in missing if "hc_" not in n]
@@ -368,4 +383,4 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
     if unmapped:
         out.append(finding("unmapped_tensor", f"{len(unmapped):,} tensors whose names the {dialect} layout does not "
                       f"define (first: '{unmapped[0]}')"))
-    return out
+    return left_out + out

@@ -57,6 +57,19 @@ def _summary(r: InspectReport) -> Iterator[Any]:
     for k, v in sorted(r.dtypes.items(), key=lambda kv: -kv[1].bytes):
         t.add_row(Text(k), Text(_n(v.tensors)), Text(f"{_n(v.bytes)} ({v.bytes / 1e9:,.2f} GB)"))
     yield t
+    if r.components is not None:
+        yield from _components(r.components)
+
+
+def _components(table: Any) -> Iterator[Any]:
+    t = Table(show_edge=False, title="Tensors per component (packed weights unpacked)", title_justify="left")
+    for col in ("component", "tensors", "bytes", "logical parameters"):
+        t.add_column(col, justify="left" if col == "component" else "right")
+    for row in table.rows:
+        t.add_row(Text(row.component), Text(_n(row.tensors)), Text(_n(row.stored_bytes)), Text(_n(row.logical_params)))
+    yield t
+    if table.unmapped:
+        yield Text(safe(f"not filed under a component: {len(table.unmapped)}+ tensors (first: {table.unmapped[0]})"))
 
 
 class _Tree:
