@@ -249,7 +249,7 @@ class ChainSite:
 
 def run_chain(plan: tuple[SiteRef, ...], params: SiteParams, streams: np.ndarray,
               tensors: Callable[[SiteRef], tuple[np.ndarray, np.ndarray, np.ndarray]],
-              sublayer: Callable[[SiteRef, np.ndarray], np.ndarray], wanted: Callable[[SiteRef], bool] = lambda s: True,
+              sublayer: Callable[[SiteRef], np.ndarray], wanted: Callable[[SiteRef], bool] = lambda s: True,
               variant: Variant = REFERENCE,
               compute: Callable[[SiteInputs, SiteParams, Variant], dict] = forward) -> Iterator[ChainSite]:
     """Each site's inputs and steps, site after site: a site's streams_out is the next one's
@@ -265,7 +265,7 @@ def run_chain(plan: tuple[SiteRef, ...], params: SiteParams, streams: np.ndarray
         for s in sites[: last + 1]:
             fn, base, scale = tensors(s) if s.has_params else (None, None, None)
             use = weights if (handoff or not s.has_params) else None
-            inp = SiteInputs(s.site, x, fn, base, scale, None if s.site == "head" else sublayer(s, x), use)
+            inp = SiteInputs(s.site, x, fn, base, scale, None if s.site == "head" else sublayer(s), use)
             steps = compute(inp, params, variant)
             yield ChainSite(s, inp, steps)
             weights = steps.get("pre", weights)
@@ -280,11 +280,13 @@ def sample_streams(tokens: int, seed: int, hc: int, dim: int) -> np.ndarray:
     return rng.standard_normal((tokens, hc, dim), dtype=np.float32) * scale[:, None, None]
 
 
-def sample_sublayer(seed: int, index: int, tokens: int, dim: int, like: np.ndarray | None = None) -> np.ndarray:
-    """A seeded sub-layer output [T, dim] for the site at `index` of the plan: N(0, 1) scaled
-    per token like the streams it writes back into (their RMS), so that no token drowns."""
-    rng = np.random.default_rng([seed, 1 + index])
-    f = rng.standard_normal((tokens, dim), dtype=np.float32)
-    if like is not None:
-        f = f * np.sqrt(np.mean(np.square(like, dtype=np.float32), axis=(1, 2), dtype=np.float32))[:, None]
-    return f
+def sample_sublayer(seed: int, index: int, tokens: int, dim: int, scale: np.ndarray | None = None) -> np.ndarray:
+    """A seeded sub-layer output [T, dim] for the site at `index` of the plan: N(0, 1), times a
+    scale per token (the RMS of the streams the run starts from, so that no token drowns)."""
+    f = np.random.default_rng([seed, 1 + index]).standard_normal((tokens, dim), dtype=np.float32)
+    return f if scale is None else f * np.asarray(scale, dtype=np.float32)[:, None]
+
+
+def token_rms(x: np.ndarray) -> np.ndarray:
+    """Each token's RMS over its streams [T]."""
+    return np.sqrt(np.mean(np.square(x.astype(np.float64)), axis=(1, 2))).astype(np.float32)

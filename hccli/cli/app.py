@@ -118,6 +118,8 @@ COMMANDS = {
     "run-kernel": "run_kernel",
     "bench": "bench",
     "diff": "diff",
+    "run-site": "run_site",
+    "check-port": "check_port",
 }
 _registered: set[str] = set()
 
