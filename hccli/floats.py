@@ -20,12 +20,13 @@ FORMATS = ("f32", "tf32", "bf16", "f16")
 
 
 def _drop_bits(x: np.ndarray, drop: int, ties_even: bool) -> np.ndarray:
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    half = np.uint64(1 << (drop - 1))
-    add = (half - np.uint64(1) + ((u >> np.uint64(drop)) & np.uint64(1))) if ties_even else half
-    kept = ((u + add) & np.uint64(0xFFFFFFFF & ~((1 << drop) - 1))).astype(np.uint32)
-    special = (u & np.uint64(0x7F800000)) == np.uint64(0x7F800000)  # NaN and infinity stay as they are
-    return np.where(special, u.astype(np.uint32), kept).view(np.float32)
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32)
+    half = np.uint32(1 << (drop - 1))
+    add = (half - np.uint32(1) + ((u >> np.uint32(drop)) & np.uint32(1))) if ties_even else half
+    # no finite value carries past the top bit (0xFF7FFFFF + half < 2^32); NaN and infinity stay as they are
+    kept = (u + add) & np.uint32(0xFFFFFFFF & ~((1 << drop) - 1))
+    special = (u & np.uint32(0x7F800000)) == np.uint32(0x7F800000)
+    return np.where(special, u, kept).view(np.float32)
 
 
 def to_bf16(x: np.ndarray) -> np.ndarray:

@@ -84,13 +84,8 @@ def check(key: str, step: str, got: np.ndarray, want: np.ndarray, tol: np.ndarra
                  float(ratio.max()) if ratio.size else 0.0, bias, limit)
 
 
-RMS = ("norm_eps", "rms_over")
-MIX = RMS + ("projection", "norm_first")
-SPLIT = MIX + ("iters", "post_mult", "softmax_eps", "sum_eps", "softmax_axis")
-COLLAPSE = SPLIT + ("collapse_with", "collapse_sum", "collapsed_factor")
-WRITE = SPLIT + ("comb_transposed",)
-_FIELDS = {"rsqrt": RMS, "mixes": MIX, "pre": SPLIT, "post": SPLIT, "comb": SPLIT, "collapsed": COLLAPSE,
-           "streams_out": WRITE}
+_SPLIT = ("iters", "post_mult", "softmax_eps", "sum_eps", "softmax_axis")
+_COLLAPSE = ("collapse_with", "collapse_sum", "collapsed_factor")
 
 
 class SiteExpect:
@@ -103,37 +98,61 @@ class SiteExpect:
         self._values: dict[tuple, object] = {}  # the small steps (rsqrt, mixes, split) by their fields
         self._checks: dict[tuple, Check] = {}
 
-    def _memo(self, name: str, fields: tuple[str, ...], variant: Variant, compute):
-        k = (name, *(getattr(variant, f) for f in fields))
+    def fields(self, step: str, v: Variant) -> tuple:
+        """The variant fields a step's value reads: its own op's, and those of the steps before it
+        that the port did not give (a step the port gave is taken as given)."""
+        if step == "rsqrt":
+            return (v.norm_eps, v.rms_over)
+        if step == "mixes":
+            own_r = "rsqrt" not in self.port or v.rms_over == "stream"
+            return (v.projection, v.norm_first, v.rms_over) + (self.fields("rsqrt", v) if own_r else ())
+        if step in ("pre", "post", "comb", "split"):
+            head = self.site == "head"
+            return (() if head else tuple(getattr(v, f) for f in _SPLIT)) + (
+                self.fields("mixes", v) if "mixes" not in self.port else ())
+        if step == "weights":
+            if self.inputs.pre_mix is not None and v.collapse_with != "own":
+                return ()
+            if v.collapse_with == "handoff":  # the site before's pre: whatever decided it there
+                return ("handoff", *(getattr(v, f) for f in _SPLIT), v.norm_eps, v.rms_over, v.projection,
+                        v.norm_first)
+            return (v.collapse_with,) + (self.fields("split", v) if "pre" not in self.port else ())
+        if step == "collapsed":
+            return tuple(getattr(v, f) for f in _COLLAPSE) + self.fields("weights", v)
+        return (v.comb_transposed,) + (self.fields("split", v) if not {"post", "comb"} <= set(self.port) else ())
+
+    def _memo(self, name: str, variant: Variant, compute):
+        k = (name, *self.fields(name, variant))
         if k not in self._values:
             self._values[k] = compute()
         return self._values[k]
 
-    def _used(self, step: str, mine: np.ndarray) -> np.ndarray:
-        return self.port.get(step, mine)
+    def _used(self, step: str, mine) -> np.ndarray:
+        """The port's value of a step where it gave one, else mine() (computed only then)."""
+        return self.port[step] if step in self.port else mine()
 
     def rsqrt(self, v: Variant) -> np.ndarray:
-        return self._memo("rsqrt", RMS, v, lambda: rms_factor(self.inputs.streams, self.params.norm_eps, v))
+        return self._memo("rsqrt", v, lambda: rms_factor(self.inputs.streams, self.params.norm_eps, v))
 
     def rsqrt_used(self, v: Variant) -> np.ndarray:
         r = self.rsqrt(v)
         return self.port["rsqrt"] if (r.ndim == 1 and "rsqrt" in self.port) else r
 
     def mixes(self, v: Variant) -> np.ndarray:
-        return self._memo("mixes", MIX, v, lambda: mix(self.inputs.streams, self.inputs.fn, self.rsqrt_used(v), v))
+        return self._memo("mixes", v, lambda: mix(self.inputs.streams, self.inputs.fn, self.rsqrt_used(v), v))
 
     def split(self, v: Variant) -> tuple:
         i, p = self.inputs, self.params
-        m = self._used("mixes", self.mixes(v))
+        m = self._used("mixes", lambda: self.mixes(v))
         if self.site == "head":
-            return self._memo("split", MIX, v, lambda: (head_pre(m, i.scale, i.base, p.hc_eps), None, None))
-        return self._memo("split", SPLIT, v, lambda: split_sinkhorn(
+            return self._memo("split", v, lambda: (head_pre(m, i.scale, i.base, p.hc_eps), None, None))
+        return self._memo("split", v, lambda: split_sinkhorn(
             m, i.scale, i.base, p.hc_mult, p.iters if v.iters is None else v.iters, p.hc_eps,
             post_mult=v.post_mult, softmax_eps=v.softmax_eps, sum_eps=v.sum_eps, softmax_axis=v.softmax_axis))
 
     def pre_used(self, v: Variant) -> np.ndarray | None:
         """The pre this site hands on (the port's where it gave one); None without a projection."""
-        return None if self.inputs.fn is None else self._used("pre", self.split(v)[0])
+        return None if self.inputs.fn is None else self._used("pre", lambda: self.split(v)[0])
 
     def weights(self, v: Variant, handoff: np.ndarray | None) -> np.ndarray:
         if self.inputs.pre_mix is not None and v.collapse_with != "own":
@@ -168,8 +187,10 @@ class SiteExpect:
             return m, ULP * (4 + math.sqrt(n) / 16) * s + 2 * ULP * np.abs(m.astype(np.float64))
         if step == "collapsed":
             return self.collapsed(v, handoff)
+        if step == "streams_out":
+            return self._streams_out(v)
         pre, post, comb = self.split(v)
-        m = self._used("mixes", self.mixes(v)).astype(np.float64)
+        m = self._used("mixes", lambda: self.mixes(v)).astype(np.float64)
         b, sc, hc = i.base.astype(np.float64), i.scale.astype(np.float64), p.hc_mult
         if step == "pre":
             return pre, _sigmoid_tol(pre, m[:, :hc] * sc[0], b[:hc], 2)
@@ -180,8 +201,12 @@ class SiteExpect:
             logit = np.abs(m[:, 2 * hc:] * sc[2] + b[2 * hc:]).reshape(-1, hc, hc)
             top = np.maximum(logit.max(axis=-1, keepdims=True), logit.max(axis=-2, keepdims=True))
             return comb, ULP * (16 + 2 * (logit + top)) * np.abs(comb.astype(np.float64))
-        post_u = self._used("post", post).astype(np.float64)
-        comb_u = self._used("comb", comb).astype(np.float64)
+        raise ValueError(step)
+
+    def _streams_out(self, v: Variant) -> tuple[np.ndarray, np.ndarray]:
+        i, p, x = self.inputs, self.params, self.inputs.streams
+        post_u = self._used("post", lambda: self.split(v)[1]).astype(np.float64)
+        comb_u = self._used("comb", lambda: self.split(v)[2]).astype(np.float64)
         y = cast(write_back(i.f, x, post_u.astype(np.float32), comb_u.astype(np.float32), v), p.streams_dtype)
         c = comb_u if v.comb_transposed else np.swapaxes(comb_u, -1, -2)
         mag = np.abs(post_u)[:, :, None] * np.abs(i.f.astype(np.float64))[:, None, :] + np.einsum(
@@ -190,8 +215,8 @@ class SiteExpect:
 
     def check(self, step: str, v: Variant, handoff: np.ndarray | None = None) -> Check | None:
         """The port's step against its expectation (None where the variant has no such step)."""
-        # a V4 site's hand-off is the site before's pre, which the same SPLIT fields decide
-        k = (step, *(getattr(v, f) for f in _FIELDS[step]))
+        # a V4 site's hand-off is the site before's pre, which the same fields decide
+        k = (step, *self.fields(step, v))
         if k not in self._checks:
             with np.errstate(all="ignore"):
                 e = self.expectation(step, v, handoff)
