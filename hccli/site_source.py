@@ -93,8 +93,8 @@ def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
     family = "v4" if "hc_head_fn" in view.hc else "v4.1"
     notes = []
     norm_eps, eps_from = view.norm_eps, view.model.source
-    if view.model.source == "tensor shapes":
-        norm_eps, eps_from = FAMILY_NORM_EPS[family], f"the {family} default (no config)"
+    if view.model.source == "tensor shapes" or (view.kind == "gguf" and not _gguf_says_norm_eps(source)):
+        norm_eps, eps_from = FAMILY_NORM_EPS[family], f"the {family} default (not in the {view.model.source})"
     if view.config_note:
         notes.append(view.config_note)
 
@@ -135,6 +135,14 @@ def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
     local = Path(source)
     return SiteModel(view.label, "checkpoint", view.dialect.dialect, params, origin, dim, n_layers, view.n_stages,
                      plan, str(local) if local.exists() else None, read, tuple(notes))
+
+
+def _gguf_says_norm_eps(source: str) -> bool:
+    """Whether a GGUF's metadata holds the RMS statistic's eps (else hc_view took a default)."""
+    from hccli.checkpoint.hc import gguf_settings
+    from hccli.checkpoint.shardset import open_checkpoint
+
+    return "attention.layer_norm_rms_epsilon" in gguf_settings(open_checkpoint(source))
 
 
 # ---- what a run starts from -------------------------------------------------------------------
