@@ -6,7 +6,7 @@ layouts carry the DSpark/MTP stages), shape (a transpose named as such), stored
 dtype or GGML type, the largest absolute and relative difference, and the effect
 downstream: the pre/post weights and comb matrix that the base alone gives
 (mixes = 0), and those that seeded sample hidden states give through each side's
-whole site (fn projection with RMS scaling, then hccli/sinkhorn_np.py's op).
+whole site (hccli/site.py's projection with its RMS factor, then hccli/sinkhorn_np.py's op).
 The rest of the inventory is compared by name, dtype and shape unless values are asked for.
 
 Relative difference is |b - a| / max(|a|, |b|) per element (0 where both are 0);
@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from hccli import dialects as D
+from hccli import site
 from hccli.errors import HcError
 from hccli.hc_view import HcTensor, HcView, OtherTensor, component_of, read_both
 from hccli.inventory import COMPONENTS
@@ -209,11 +210,10 @@ def sample_hidden(tokens: int, seed: int, hc: int, dim: int) -> np.ndarray:
 
 
 def site_mixes(hidden: np.ndarray, fn: np.ndarray, norm_eps: float) -> np.ndarray:
-    """The model's projection: x = h.flatten(-2); (x @ fn.T) * rsqrt(mean(x^2) + norm_eps)."""
-    x = hidden.reshape(hidden.shape[0], -1).astype(np.float32)
-    r = np.float32(1) / np.sqrt(np.mean(np.square(x), axis=-1, keepdims=True) + np.float32(norm_eps))
+    """The model's projection, the one the site runs (hccli/site.py):
+    x = h.flatten(-2); (x @ fn.T) * rsqrt(mean(x^2) + norm_eps)."""
     with np.errstate(all="ignore"):
-        return ((x @ fn.astype(np.float32).T) * r).astype(np.float32)
+        return site.project(hidden.astype(np.float32), fn, norm_eps)[1]
 
 
 def _site_effects(a: HcView, b: HcView, site: str, va: dict, vb: dict, hidden: np.ndarray | None, via: str

@@ -250,3 +250,23 @@ def test_v4_collapses_with_its_own_pre():
         assert np.abs(c.steps["collapsed"] - own).max() <= np.abs(own).max() * 2 ** -7
     assert [c.ref.key for c in chain if c.ref.site == "head"] == [f"{model.n_layers + model.n_stages}.head",
                                                                     f"{model.n_layers + model.n_stages - 1}.head"]
+
+
+def test_diff_and_run_kernel_project_through_the_site(monkeypatch):
+    """`hc diff`'s effect and `run-kernel --hidden` use the site's projection: written once."""
+    from hccli import diff as DF
+    from hccli.kernels import inputs
+
+    calls = []
+    real = S.project
+
+    def counting(*a, **k):
+        calls.append(a[0].shape)
+        return real(*a, **k)
+    monkeypatch.setattr(S, "project", counting)
+    x, fn, *_ = _inputs(t=3)
+    want = real(x, fn, 1e-6)[1]
+    assert np.array_equal(DF.site_mixes(x, fn, 1e-6), want)
+    got = inputs.mixes_from_hidden(x.reshape(1, 3, 4, 32), fn, 1e-6)
+    assert got.shape == (1, 3, 24) and np.array_equal(got[0], want)
+    assert calls == [(3, 4, 32), (3, 4, 32)]
