@@ -90,7 +90,7 @@ def golden_meta(params: SiteParams, refs: list[SiteRef], n_layers: int, provenan
             "sinkhorn_iters": str(params.iters), "hc_eps": repr(float(params.hc_eps)),
             "norm_eps": repr(float(params.norm_eps)), "streams_dtype": params.streams_dtype,
             "n_layers": str(n_layers), "sites": ",".join(r.key for r in refs),
-            "stacks": ",".join(str(n) for n in stacks if n), **provenance}
+            "stacks": ",".join(str(n) for n in stacks), **provenance}
 
 
 def write_golden(path: Path, sites: list[ChainSite], params: SiteParams, n_layers: int,

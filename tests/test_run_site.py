@@ -203,3 +203,12 @@ def test_plot_and_human_output(hc, ckpts, tmp_path, mpl):
     assert r.exit_code == 0 and (tmp_path / "s.png").stat().st_size > 1000
     assert "0.attn" in r.stdout and "token 0's comb" in r.stdout and "wrote" in r.stderr
     assert json.loads(hc("run-site", str(ckpts / "tiny-v4.1"), "--layers", "0", "--json").stdout)["sites"]
+
+
+def test_a_golden_of_the_stages_alone(hc, ckpts, tmp_path):
+    golden = _roundtrip(hc, ckpts / "tiny-v4.1", tmp_path, "--layers", "8-9")
+    g = site_golden.read_golden(golden)
+    assert g.meta["stacks"] == "0,5" and [s.ref.key for s in g.sites] == ["8.attn", "8.ffn", "9.attn", "9.ffn",
+                                                                          "9.head"]
+    assert {s.ref.stack for s in g.sites} == {"stages"} and g.sites[-1].ref.label == "mtp.1"
+    assert np.array_equal(g.sites[0].inputs.pre_mix, np.eye(4, dtype=np.float32)[np.zeros(16, int)])

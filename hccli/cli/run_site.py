@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from hccli.cli.app import app
-from hccli.cli.kernel_options import DeviceOpt, SeedOpt, TokensOpt, _input_file
+from hccli.cli.kernel_options import DeviceOpt, SeedOpt, _at_least, _input_file
 from hccli.cli.options import JsonOpt, LayersOpt, PlotOpt, SitesOpt
 from hccli.errors import HcError
 
@@ -54,7 +54,8 @@ def run_site_cmd(
                                                    help="The checkpoint's config.json, where it has none.")] = None,
     layers: LayersOpt = None,
     sites: SitesOpt = None,
-    tokens: TokensOpt = None,
+    tokens: Annotated[Optional[int], typer.Option("--tokens", "-t", callback=_at_least("--tokens", 1),
+                                                  help="Seeded streams of this many tokens (default 16).")] = None,
     seed: SeedOpt = 0,
     streams: Annotated[Optional[Path], typer.Option(
         "--streams", callback=_input_file("--streams"),
