@@ -35,8 +35,10 @@ def to_bf16(x: np.ndarray) -> np.ndarray:
 
 
 def bf16_bits(x: np.ndarray) -> np.ndarray:
-    """The uint16 bit patterns of to_bf16(x): what a BF16 tensor stores."""
-    return (to_bf16(x).view(np.uint32) >> np.uint32(16)).astype(np.uint16)
+    """The uint16 bit patterns of to_bf16(x): what a BF16 tensor stores (a NaN stays a NaN, quiet)."""
+    y = to_bf16(x)
+    bits = (y.view(np.uint32) >> np.uint32(16)).astype(np.uint16)
+    return np.where(np.isnan(y), bits | np.uint16(0x0040), bits)
 
 
 def to_tf32(x: np.ndarray) -> np.ndarray:

@@ -92,6 +92,9 @@ def test_formats_round_as_their_producers():
     assert np.array_equal(to_bf16(x), t.to(torch.bfloat16).float().numpy())
     assert np.array_equal(bf16_bits(x), t.to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16))
     assert np.isnan(to_bf16(np.array([np.nan], np.float32)))[0]
+    signalling = np.array([0x7F800001, 0xFF800100], np.uint32).view(np.float32)  # payload below bf16's bits
+    decoded = (bf16_bits(signalling).astype(np.uint32) << np.uint32(16)).view(np.float32)
+    assert np.isnan(decoded).all()  # a NaN, not an infinity (torch makes it 0x7FFF, we quiet it: both NaN)
     # TileKernels' round_to_tf32 adds 0x1000 to the bits; the tensor core keeps the top 19
     finite = x[np.isfinite(x) & (np.abs(x) < 3e38)]
     tk = ((finite.view(np.int32).astype(np.int64) + 0x1000) & ~0x1FFF).astype(np.int32).view(np.float32)
