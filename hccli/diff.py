@@ -6,7 +6,7 @@ layouts carry the DSpark/MTP stages), shape (a transpose named as such), stored
 dtype or GGML type, the largest absolute and relative difference, and the effect
 downstream: the pre/post weights and comb matrix that the base alone gives
 (mixes = 0), and those that seeded sample hidden states give through each side's
-whole site (hccli/diff_effect.py). The rest of the inventory is compared by name,
+whole site (hccli/diff_effect.py, through hccli/site.py's projection). The rest of the inventory is compared by name,
 dtype and shape unless values are asked for.
 
 Relative difference is |b - a| / max(|a|, |b|) per element (0 where both are 0);

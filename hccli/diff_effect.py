@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hccli import site
 from hccli.hc_view import HcView
 from hccli.kernels.limits import MAX_ELEMENTS
 from hccli.sinkhorn_np import head_pre, split_sinkhorn
@@ -60,11 +61,10 @@ def sample_hidden(tokens: int, seed: int, hc: int, dim: int) -> np.ndarray:
 
 
 def site_mixes(hidden: np.ndarray, fn: np.ndarray, norm_eps: float) -> np.ndarray:
-    """The model's projection: x = h.flatten(-2); (x @ fn.T) * rsqrt(mean(x^2) + norm_eps)."""
-    x = hidden.reshape(hidden.shape[0], -1).astype(np.float32)
-    r = np.float32(1) / np.sqrt(np.mean(np.square(x), axis=-1, keepdims=True) + np.float32(norm_eps))
+    """The model's projection, the one the site runs (hccli/site.py):
+    x = h.flatten(-2); (x @ fn.T) * rsqrt(mean(x^2) + norm_eps)."""
     with np.errstate(all="ignore"):
-        return ((x @ fn.astype(np.float32).T) * r).astype(np.float32)
+        return site.project(hidden.astype(np.float32), fn, norm_eps)[1]
 
 
 def site_effects(a: HcView, b: HcView, site: str, va: dict, vb: dict, hidden: np.ndarray | None, via: str

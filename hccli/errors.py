@@ -4,7 +4,7 @@ and the exit codes `hc` uses (each has one meaning; the README lists them)."""
 from __future__ import annotations
 
 EXIT_OK = 0
-EXIT_FINDINGS = 1  # verify/diff ran and found error-level problems; nothing else exits 1
+EXIT_FINDINGS = 1  # verify/diff found error-level problems, a --compare beyond --atol, a port that departs
 EXIT_INPUT = 2  # bad usage or input: a flag, a file, a key, a tensor, an OS error on a path
 EXIT_INTERNAL = 70  # a bug in hc (sysexits' EX_SOFTWARE): never mistaken for findings or bad input
 EXIT_INTERRUPTED = 130  # Ctrl-C, as shells report SIGINT

@@ -31,6 +31,7 @@ import numpy as np
 from hccli.atomic_dir import os_error, staged_directory
 from hccli.config import ModelConfig, load_config
 from hccli.errors import HcError
+from hccli.floats import bf16_bits
 from hccli.inventory import Inventory, TensorSpec, build_inventory
 from hccli.st_layout import header_bytes, serializer_order
 from hccli.vocab import INDEX_NAME, parse_hc_name
@@ -77,9 +78,8 @@ def _ours(name: str) -> bool:
 # ---- values ------------------------------------------------------------------------------------
 
 def to_bf16_bytes(x: np.ndarray) -> bytes:
-    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
-    rounded = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)  # round to nearest even
-    return rounded.astype("<u2").tobytes()
+    """float32 values as BF16 bytes, rounded to nearest even (floats.bf16_bits)."""
+    return bf16_bits(x).astype("<u2").tobytes()
 
 
 def hc_values(cfg: ModelConfig, t: TensorSpec, rng: np.random.Generator) -> np.ndarray | None:

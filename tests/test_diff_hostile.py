@@ -47,13 +47,21 @@ def _gguf(path, values, *, dim: int = 64, tensors=(), strings=()):
 
 # --- the sample hidden states are bounded -------------------------------------------------
 
-def test_gguf_claiming_a_huge_width_sends_no_sample(tiny, tmp_path):
+def test_gguf_claiming_a_huge_width_is_one_error(tiny, tmp_path):
     path = _gguf(tmp_path / "wide.gguf", hc_values(tiny), dim=1 << 24)  # [16, 4, 2^24]: 4 GiB of float32
+    proc, seconds, peak = run_hc_process("diff", path, path, "--json")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr[-2000:]
+    assert proc.stderr.count("\n") == 1 and "key 'deepseek4.embedding_length'" in proc.stderr
+    assert peak < 500 and seconds < 60
+
+
+def test_gguf_at_the_width_bound_sends_fewer_sample_tokens(tiny, tmp_path):
+    path = _gguf(tmp_path / "wide.gguf", hc_values(tiny), dim=1 << 20)  # 16 tokens would be 64M values
     proc, seconds, peak = run_hc_process("diff", path, path, "--json")
     assert proc.returncode == 0, proc.stderr[-2000:]
     doc = json.loads(proc.stdout)
-    assert doc["sample_tokens"] == 0 and doc["model"]["dim"] == 1 << 24
-    assert any(f"expected at most {MAX_ELEMENTS:,} values" in n and "none sent" in n for n in doc["notes"])
+    assert doc["sample_tokens"] * 4 * (1 << 20) <= MAX_ELEMENTS and doc["model"]["dim"] == 1 << 20
+    assert any(f"expected at most {MAX_ELEMENTS:,} values" in n for n in doc["notes"])
     assert peak < 500 and seconds < 60
 
 

@@ -120,6 +120,8 @@ COMMANDS = {
     "run-kernel": "run_kernel",
     "bench": "bench",
     "diff": "diff",
+    "run-site": "run_site",
+    "check-port": "check_port",
 }
 _registered: set[str] = set()
 
@@ -145,8 +147,10 @@ def register(names=None) -> typer.Typer:
 # resources that only a finaliser releases, and their readers' ~100k objects take ~80 ms to free.
 _QUICK_EXIT = frozenset({"inspect", "count-params"})
 # OpenBLAS starts a spinning thread per core when numpy is imported; inspect's few 4x4 matrices
-# need none. Only set where the user chose no thread count of their own.
+# need none, nor run-site's projections of a few tokens (threads fighting for busy cores made
+# them ~100x slower). Only set where the user chose no thread count of their own.
 _BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
+_ONE_BLAS_THREAD = frozenset({"inspect", "run-site", "check-port"})
 
 
 def main() -> None:
@@ -159,9 +163,9 @@ def main() -> None:
     # one command registers only that one (start-up time), --help and the rest all.
     first = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
     helping = "--help" in sys.argv or "-h" in sys.argv
+    if first in _ONE_BLAS_THREAD and not helping and not any(k in os.environ for k in _BLAS_THREADS):
+        os.environ["OPENBLAS_NUM_THREADS"] = "1"
     if first == "inspect" and not helping:
-        if not any(k in os.environ for k in _BLAS_THREADS):
-            os.environ["OPENBLAS_NUM_THREADS"] = "1"
         # ~500k long-lived, acyclic objects (headers, index, tensor table): the cyclic GC would
         # walk them again at every full collection, ~15% of the run; the process ends soon after.
         gc.disable()

@@ -12,7 +12,7 @@ one-line provenance, and the flat indices of tokens whose mixes hold NaN/Inf):
 
 NaN and Inf are passed through (the op is defined on them; showing what it does
 with them is the point), but reported, so the caller can say which tokens.
-numpy only, except `mixes_from_hidden`, which imports torch when called.
+numpy only; the projection is hccli/site.py's.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from hccli import site
 from hccli.errors import HcError
 from hccli.kernels.files import load_float_array, read_safetensors_tensors
 from hccli.kernels.limits import check_count, check_hc_mult
@@ -146,23 +147,21 @@ def load_mixes(path: str | Path, hc_mult: int = DEFAULT_HC_MULT) -> MixesInput:
 
 
 def mixes_from_hidden(hidden: Any, hc_fn: Any, norm_eps: float = DEFAULT_NORM_EPS) -> np.ndarray:
-    """The model's mix projection: x = h.flatten(-2).float(); (x @ hc_fn.T) * rsqrt(mean(x^2) + norm_eps).
+    """The model's mix projection, the one the site runs (hccli/site.py):
+    x = h.flatten(-2).float(); (x @ hc_fn.T) * rsqrt(mean(x^2) + norm_eps).
 
-    hidden [..., hc, dim] (any float dtype), hc_fn [(2+hc)*hc, hc*dim]; float32 numpy result.
-    The model takes norm_eps from its config (norm_eps / rms_norm_eps).
+    hidden [..., hc, dim] (any float dtype, numpy or torch), hc_fn [(2+hc)*hc, hc*dim]; float32
+    numpy result. The model takes norm_eps from its config (norm_eps / rms_norm_eps).
     """
-    import torch
-
-    h = torch.as_tensor(np.asarray(hidden)) if not isinstance(hidden, torch.Tensor) else hidden
-    fn = torch.as_tensor(np.asarray(hc_fn)) if not isinstance(hc_fn, torch.Tensor) else hc_fn
-    if h.dim() < 2:
+    h, fn = (np.asarray(a.detach().float().cpu() if hasattr(a, "detach") else a) for a in (hidden, hc_fn))
+    if h.ndim < 2:
         raise HcError(f"hidden state has shape {list(h.shape)}, expected [..., hc, dim]")
     hc, dim = int(h.shape[-2]), int(h.shape[-1])
     if list(fn.shape) != [mix_width(hc), hc * dim]:
         raise HcError(f"hc_fn has shape {list(fn.shape)}, expected [{mix_width(hc)}, {hc * dim}] for hc {hc}, dim {dim}")
-    x = h.flatten(-2).float()
-    mixes = (x @ fn.float().T) * torch.rsqrt(x.square().mean(-1, keepdim=True) + norm_eps)
-    return mixes.cpu().numpy()
+    with np.errstate(all="ignore"):
+        mixes = site.project(h.reshape(-1, hc, dim).astype(np.float32), fn, norm_eps)[1]
+    return mixes.reshape(*h.shape[:-2], mix_width(hc))
 
 
 def hidden_mixes(

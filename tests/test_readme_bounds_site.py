@@ -1,0 +1,17 @@
+"""The README's bounds table rows of run-site and check-port, read back from their constants."""
+
+import re
+
+from conftest import ROOT
+from test_readme_bounds import _row
+
+from hccli import site_golden, site_source
+
+
+def test_site_bounds_match_the_code():
+    text = (ROOT / "README.md").read_text()
+    for what, value in (("values in one streams array or fn `run-site` reads or builds (tokens x hc x dim)",
+                         site_source.MAX_STREAM_VALUES),
+                        ("values in one golden site file (`run-site --save`/`--compare`, `check-port`)",
+                         site_golden.MAX_GOLDEN_VALUES)):
+        assert re.search(r"(?<![\d,])" + re.escape(f"{value:,}") + r"(?!\d|,\d)", _row(text, what)), what
