@@ -20,7 +20,7 @@ def main(paths: list[str]) -> int:
               f"{doc['bytes_per_token']} B/token; skipped: {doc['skipped']}")
         for r in doc["rows"]:
             errs = " ".join(f"{k}={v:.2g}" for k, v in r["max_err"].items())
-            ulps = " ".join(f"{k}={v:.2g}ulp" for k, v in r["ulps"].items())
+            ulps = " ".join(f"{k}={v:.2g}rnd" for k, v in r["ulps"].items())
             ident = "" if not r["identical"] else ("ident" if all(r["identical"].values()) else f"DIFF{r['identical']}")
             print(f"{r['tokens']:>6} {r['impl']:<11} {r['collapse'] or '-':<7} {r['ms'] * 1e3:9.1f}us "
                   f"{r['tokens_per_s'] / 1e6:8.2f}M {r['pct_copy']:5.1f}% {errs} {ulps} {ident}")

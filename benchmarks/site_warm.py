@@ -21,11 +21,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-# what tests/test_site_kernels_gpu.py and the benchmarks launch
-PROJ = [(5120, "bfloat16", c, s) for c in (True, False) for s in (1, 8, 32)] + [
-    (4096, "bfloat16", True, 32), (7168, "bfloat16", False, 32), (64, "bfloat16", True, 1), (64, "bfloat16", False, 1),
-    (5120, "float32", True, 32), (5120, "float32", False, 32)]
-FINISH = [(4, 5120, 20, 1e-6, 1e-20), (4, 4096, 20, 1e-6, 1e-6), (4, 7168, 20, 1e-6, 1e-6), (4, 64, 20, 1e-6, 1e-20)]
+# what tests/test_site_kernels_gpu.py and the benchmarks launch: (dim, stream, collapse, splits, op)
+V41 = (20, 1e-6, 1e-20)
+PROJ = [(5120, "bfloat16", c, s, V41 if s == 1 else None) for c in (True, False) for s in (1, 8, 16)] + [
+    (4096, "bfloat16", True, 16, None), (7168, "bfloat16", False, 16, None), (64, "bfloat16", True, 1, V41),
+    (64, "bfloat16", False, 1, V41), (5120, "float32", True, 16, None), (5120, "float32", False, 16, None)]
+FINISH = [(4, 5120, 20, 1e-6, 1e-20, 8), (4, 5120, 20, 1e-6, 1e-20, 16), (4, 4096, 20, 1e-6, 1e-6, 16),
+          (4, 7168, 20, 1e-6, 1e-6, 16)]
 COLLAPSE = [(5120, "bfloat16"), (7168, "bfloat16"), (64, "bfloat16"), (5120, "float32")]
 WRITE = [(64, "bfloat16"), (4096, "bfloat16"), (5120, "bfloat16"), (7168, "bfloat16"), (5120, "float32")]
 
@@ -35,14 +37,17 @@ def main() -> int:
 
     from hccli.kernels import site_tl as S
     from hccli.kernels import tl_build
+    from hccli.kernels.site_proj import make_proj
     from hccli.kernels.token_kernels import DEFAULT_TILING, make_prim_func
-    from site_explore import VARIANTS
+    from site_explore import VARIANTS, variant_keys
 
     t0 = time.time()
-    funcs = [S.make_proj(*k, S.DEFAULT_PROJ) for k in PROJ]
-    funcs += [S.make_proj(5120, "bfloat16", True, s, v) for v in VARIANTS for s in (1, 8)]
+    funcs = [make_proj(d, st, c, s, S.DEFAULT_PROJ, op) for d, st, c, s, op in PROJ]
     funcs += [S.make_finish(*k) for k in FINISH] + [S.make_collapse(*k) for k in COLLAPSE]
     funcs += [S.make_write(*k) for k in WRITE] + [make_prim_func("exact", 4, 20, 1e-6, DEFAULT_TILING)]
+    groups = [(funcs, tl_build.pass_configs())]  # the default projection's configs are the published ones
+    for tiling in VARIANTS:
+        groups.append(([make_proj(*k) for k in variant_keys(tiling)], S.proj_configs(tiling)))
     peers = []
     try:
         from tile_kernels.mhc.norm_fn_kernel import _mhc_pre_norm_fn_fwd_mul
@@ -55,13 +60,15 @@ def main() -> int:
         print(f"tile_kernels not warmed: {type(exc).__name__}: {exc}")
     with ThreadPoolExecutor(max(1, len(peers))) as pool:
         futures = [pool.submit(p) for p in peers]
-        tilelang.par_compile(funcs, target="auto", pass_configs=tl_build.pass_configs(), ignore_error=True)
+        for group, configs in groups:
+            tilelang.par_compile(group, target="auto", pass_configs=configs, ignore_error=True)
         for f in futures:
             try:
                 f.result()
             except Exception as exc:  # noqa: BLE001
                 print(f"tile_kernels warm-up failed: {type(exc).__name__}: {exc}")
-    print(f"warmed {len(funcs)} kernels and {len(peers)} of TileKernels' in {time.time() - t0:.1f} s")
+    print(f"warmed {sum(len(g) for g, _ in groups)} kernels and {len(peers)} of TileKernels' in "
+          f"{time.time() - t0:.1f} s")
     return 0
 
 

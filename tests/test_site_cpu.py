@@ -94,8 +94,9 @@ def test_split_count_fills_the_gpu():
     from hccli.kernels.site_pre import choose_splits
     from hccli.kernels.site_tl import splits_for
 
-    assert splits_for(5120, "bfloat16") == (1, 8, 32) and splits_for(64, "bfloat16") == (1,)
-    assert [choose_splits(n, 5120, "bfloat16", 132) for n in (1, 128, 1024, 8192, 65536)] == [32, 32, 32, 8, 1]
+    assert splits_for(5120, "bfloat16") == (1, 8, 16) and splits_for(64, "bfloat16") == (1,)
+    assert splits_for(7168, "bfloat16") == (1, 8, 16) and splits_for(7168, "float32") == (1, 8, 16)
+    assert [choose_splits(n, 5120, "bfloat16", 132) for n in (1, 128, 1024, 8192, 65536)] == [16, 16, 8, 1, 1]
     assert choose_splits(8192, 64, "bfloat16", 132) == 1
 
 
@@ -130,3 +131,35 @@ def test_bench_site_op_bounds_the_token_count(monkeypatch):
     most = MAX_SITE_BENCH_BYTES // (5 * 5120 * 2)
     with pytest.raises(HcError, match=f"expected 1 to {most:,} tokens"):
         bench_site.run_site_bench("site-pre", (most + 1,))
+
+
+def test_tilekernels_is_optional_and_its_absence_is_said():
+    import importlib.util
+
+    from hccli.kernels.bench_site import tilekernels
+
+    peer, why = tilekernels()
+    if importlib.util.find_spec("tile_kernels") is None:
+        assert peer is None and why.startswith("tile_kernels does not import (ModuleNotFoundError")
+    else:
+        assert (peer is None) == (why is not None)
+
+
+def test_site_bench_renders_rows_errors_and_what_was_skipped():
+    from rich.console import Console
+
+    from hccli.cli import render_bench_site
+    from hccli.kernels.bench_site import SiteBenchResult, SiteRow
+
+    row = SiteRow("site_pre", "delayed", 8192, 0.134, 0.13, 10, 15, 61e6, 3130.0, 74.7, 21.1,
+                  {"mixes": 2.1e-6, "collapsed": 0.023}, {"collapsed": 0.5}, {"pre": True, "collapsed": False})
+    result = SiteBenchResult("site-pre", "cuda:0", "NVIDIA [bold]H200", "580", {"torch": "2"}, "now", 4, 5120,
+                             "bfloat16", 20, 1e-6, 1e-20, 51280, 4191.0, "median", (row,),
+                             {"tilekernels": "tile_kernels does not import (ModuleNotFoundError: x)"})
+    console = Console(record=True, width=250)
+    for r in render_bench_site.renderables(result):
+        console.print(r)
+    text = console.export_text()
+    assert "61.0 M" in text and "74.7" in text and "collapsed 0.023 (0.5 roundings)" in text
+    assert "no: collapsed" in text and "NVIDIA [bold]H200" in text
+    assert "tilekernels: not timed (tile_kernels does not import" in text

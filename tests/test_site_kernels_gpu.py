@@ -4,11 +4,13 @@ The forward (issue 24) is written out below in float64, independently of the
 project's modules. Per call, on fresh random inputs (the seed is in every
 failure message), outputs poisoned with NaN first:
 - site_pre: mixes, pre, post and comb within twice the eager float32 chain's error
-  against float64 (plus 1e-7 for a chain that happens to be exact); pre/post/comb
+  against float64 (plus 1e-7 from 5,000 tokens on, 1e-6 below, where the max is
+  over a few values); pre/post/comb
   bit-identical to the exact kernel on the mixes site_pre computed; collapsed
-  bit-identical to the eager collapse with the same pre mix, and within one ulp of
-  the float64 collapse;
-- site_write: bit-identical to the eager chain, within one bfloat16 ulp of float64.
+  bit-identical to the eager collapse with the same pre mix, and within one rounding
+  of the float64 collapse with that pre mix (one rounding to the streams' dtype plus
+  float32's rounding of the sum: cancelling sums are as exact as float32 makes them);
+- site_write: bit-identical to the eager chain, within one rounding of float64 likewise.
 Run with `pytest -m gpu`; skipped without a CUDA device.
 """
 
@@ -77,12 +79,18 @@ def _err(got, want):
     return float((g - w).abs().masked_fill(both, 0).max()) if g.numel() else 0.0
 
 
-def _ulps(got, want):
+def _roundings(got, terms):
+    """max |got - sum(terms)| in units of one rounding to got's dtype at the float64 sum plus float32's
+    rounding of the sum (2n - 1 roundings of 2^-24 relative to sum |terms| for n terms); terms [T, n, ...]."""
+    want, scale = terms.sum(1), terms.abs().sum(1)
     bits = 8 if got.dtype == torch.bfloat16 else 24
-    w = want.masked_fill(~want.isfinite(), 1.0)
+    ok = want.isfinite()
+    w = want.masked_fill(~ok, 1.0)
     _, e = torch.frexp(w)
-    d = (got.double() - w).abs().masked_fill(~want.isfinite(), 0)
-    return float((d / torch.ldexp(torch.ones_like(w), (e - bits).clamp(min=-149))).max())
+    scale = scale.masked_fill(~ok, 0.0)
+    unit = torch.ldexp(torch.ones_like(w), (e - bits).clamp(min=-149)) + scale * ((2 * terms.shape[1] - 1) * 2.0 ** -24)
+    d = (got.double() - w).abs().masked_fill(~ok, 0)
+    return float((d / unit).max())
 
 
 def _identical(a, b):
@@ -132,12 +140,15 @@ def check_pre(kernels, n, dim=5120, stream="bfloat16", collapse="delayed", norm_
         if name != "collapsed":
             assert not bool(g[~nan_rows].isnan().any()), f"{name}: unwritten or NaN outside NaN rows, {what}"
         ours, theirs = _err(g, want[name]), _err(getattr(eager, name), want[name])
-        if name != "collapsed":
-            assert ours <= 2 * theirs + 1e-7, f"{name}: error {ours:.3g} against eager's {theirs:.3g}, {what}"
+        if name != "collapsed":  # the goal's 2x from 5,000 tokens on; a few tokens' max is one sample
+            slack = 1e-7 if n >= 5000 else 1e-6
+            assert ours <= 2 * theirs + slack, f"{name}: error {ours:.3g} against eager's {theirs:.3g}, {what}"
     for name, w in zip(("pre", "post", "comb"), exact(got.mixes, scale, base, 4, iters, eps)):
         assert _identical(getattr(got, name), w), f"{name} differs from exact on our mixes, {what}"
-    assert _identical(got.collapsed, collapse_eager(x, got.pre if mix is None else pm)), f"collapsed, {what}"
-    assert _ulps(got.collapsed, want["collapsed"]) <= 1.0, f"collapsed beyond one ulp of float64, {what}"
+    weights = got.pre if mix is None else pm
+    assert _identical(got.collapsed, collapse_eager(x, weights)), f"collapsed, {what}"
+    r = _roundings(got.collapsed, weights.double().unsqueeze(-1) * x.double())
+    assert r <= 1.0, f"collapsed {r:.3g} roundings from float64, {what}"
     return got, x, pm
 
 
@@ -210,7 +221,7 @@ def test_site_pre_refuses_in_one_line(kernels):
     site_pre, _, pack_fn, _ = kernels
     x, fn, scale, base, _ = _inputs(4, 64, "bfloat16", 1)
     for bad, match in ((x.cpu(), "CUDA tensor"), (x.half(), "bfloat16 or float32"), (x[:, :3], "hc_mult 4 only"),
-                       (torch.zeros(4, 4, 100, device="cuda", dtype=torch.bfloat16), "multiple of 32")):
+                       (torch.zeros(4, 4, 100, device="cuda", dtype=torch.bfloat16), "multiple of 64")):
         with pytest.raises(HcError, match=match) as info:
             site_pre(bad, fn if bad.shape[-1] == 64 else torch.zeros(24, 400, device="cuda"), scale, base)
         assert "\n" not in info.value.message
@@ -250,10 +261,12 @@ def test_site_write_is_the_eager_chain_bit_for_bit(kernels, dim, stream, n):
     assert got is out
     want = site_write_eager(f, res, post, comb)
     assert _identical(got, want), f"differs from the eager chain, n={n} dim={dim} {stream} seed={seed}"
-    oracle = f64_write(f, res, post, comb)
-    _err(got, oracle)  # NaN exactly where the float64 forward has it
-    if stream == "bfloat16":
-        assert _ulps(got, oracle) <= 1.0, f"beyond one ulp of float64, seed={seed}"
+    _err(got, f64_write(f, res, post, comb))  # NaN exactly where the float64 forward has it
+    d = torch.float64
+    terms = torch.cat([(post.to(d).unsqueeze(-1) * f.to(d).unsqueeze(-2)).unsqueeze(1),
+                       comb.to(d).unsqueeze(-1) * res.to(d).unsqueeze(-2)], dim=1)
+    r = _roundings(got, terms)
+    assert r <= 1.0, f"{r:.3g} roundings from float64, seed={seed}"
     if n > 1:
         assert bool(got[2, :, 17].isnan().all()) and not bool(got[2, :, 16].isnan().any())
     lead = site_write(f.view(1, n, dim), res.view(1, n, 4, dim), post.view(1, n, 4), comb.view(1, n, 4, 4))
@@ -275,7 +288,7 @@ def test_registry_resolves_the_site_kernels_with_fallbacks(kernels):
 
     impl = resolve_site("site_pre", dim=5120)
     assert (impl.name, impl.device) == ("site_pre", "cuda:0") and impl.function().__name__ == "site_pre"
-    for kw, why in ((dict(hc_mult=3), "hc_mult 4 only"), (dict(dim=100), "multiple of 32"),
+    for kw, why in ((dict(hc_mult=3), "hc_mult 4 only"), (dict(dim=100), "multiple of 64"),
                     (dict(stream="float16"), "bfloat16 or float32")):
         fallback = resolve_site("site_write", **kw)
         assert fallback.name == "eager" and why in fallback.reason and "eager chain" in fallback.reason

@@ -22,7 +22,7 @@ def _errors(r: SiteRow) -> str:
     for name, e in r.max_err.items():
         text = f"{name} {_err(e)}"
         if name in r.ulps and not math.isnan(r.ulps[name]):
-            text += f" ({r.ulps[name]:.2g} ulp)"
+            text += f" ({r.ulps[name]:.2g} roundings)"
         parts.append(text)
     return ", ".join(parts)
 
@@ -62,5 +62,7 @@ def renderables(result: SiteBenchResult) -> Iterator[Any]:
         yield _host_table(result)
     for name, why in result.skipped.items():
         yield Text(f"{name}: not timed ({why})")
-    yield Text(f"{result.statistic}. Bit-identical: pre/post/comb against the exact kernel on our mixes, the "
-               "streams' output against the eager chain on the same inputs.", style="dim")
+    yield Text(f"{result.statistic}. Roundings: one rounding to the streams' dtype at the float64 value plus "
+               "float32's rounding of the sum (<= 1: within one rounding). Bit-identical: pre/post/comb against the "
+               "exact kernel on our mixes, the streams' output against the eager chain on the same inputs.",
+               style="dim")

@@ -62,20 +62,26 @@ def _pre_rows(torch: Any, dev: str, n: int, dim: int, dtype: Any, stream: str, i
 
         call()  # compiles, and fills the fast path's cache
         splits = P.choose_splits(n, dim, stream, P._sms(torch, torch.device(dev).index))
-        proj = P.compiled_proj(dim, stream, collapse == "delayed", splits)
-        finish = P.compiled_finish(dim, iters, eps, norm_eps)
+        op = (iters, float(eps), float(norm_eps)) if splits == 1 else None
+        proj = P.compiled_proj(dim, stream, collapse == "delayed", splits, op)
+        finish = P.compiled_finish(dim, iters, eps, norm_eps, splits) if splits > 1 else None
+        col = P.compiled_collapse(dim, stream)
         ws = torch.empty(splits, n, 32, device=dev)
-        if collapse == "own":
-            col = P.compiled_collapse(dim, stream)
+        o = (outs.mixes, outs.pre, outs.post, outs.comb)
 
-            def raw() -> None:
+        def raw() -> None:
+            if splits == 1 and collapse == "own":
+                proj(x, packed.data, scale, base, *o)
+            elif splits == 1:
+                proj(x, packed.data, pm, scale, base, *o, outs.collapsed)
+            elif collapse == "own":
                 proj(x, packed.data, ws)
-                finish(ws, scale, base, outs.mixes, outs.pre, outs.post, outs.comb)
-                col(x, outs.pre, outs.collapsed)
-        else:
-            def raw() -> None:
+            else:
                 proj(x, packed.data, pm, ws, outs.collapsed)
-                finish(ws, scale, base, outs.mixes, outs.pre, outs.post, outs.comb)
+            if splits > 1:
+                finish(ws, scale, base, *o)
+            if collapse == "own":
+                col(x, outs.pre, outs.collapsed)
 
         raw_us = _host_us(torch, True, raw, CALLS, reps)
         call_us = _host_us(torch, True, call, CALLS, reps)

@@ -6,18 +6,20 @@ chain's error, pre/post/comb bit-identical to the exact kernel run on the mixes
 this kernel computed, collapsed bit-identical to the eager collapse with the
 same pre mix (so within one rounding of the float64 collapse).
 
-A call is two launches, three for V4's own-site collapse (site_tl.py has the
-kernels): the projection over `splits` blocks per token tile, which also
-collapses with a given pre mix (V4.1's delayed hand-off); the finish (mixes,
-split); and, where the collapse needs this site's own pre, the collapse.
-fn goes in pre-split (pack_fn), once per weight: pass the PackedFn to every call.
+The kernels are site_proj.py's and site_tl.py's: the projection over `splits`
+blocks per token tile (choose_splits: one where the token tiles fill the GPU),
+which also collapses with a given pre mix (V4.1's delayed hand-off) and, with
+one split, finishes its tokens (mixes, split); with more, the finish kernel
+does that; where the collapse needs this site's own pre (V4), the collapse
+kernel follows. So V4.1's pre step at >= 8K tokens is one launch. fn goes in
+pre-split (pack_fn), once per weight: pass the PackedFn to every call.
 
 Inputs that are already right (CUDA, contiguous, 16-byte aligned: x [T, 4, dim]
 bfloat16 or float32 on the current device, a PackedFn for that dim and dtype,
-float32 scale [3] and base [24], pre_mix float32 [T, 4]) take the fast path,
-with scale/base checked once per pair of tensor objects (used as given, never
-copied) and `out=` once per set of objects and pointers. Anything else takes
-the checked path, which converts, copies and explains. Both end in the same
+float32 scale [3] and base [24], pre_mix float32 [T, 4]) take the fast path:
+Python checks types, the device and alignment, the compiled executables the
+rest (rank, shapes, dtypes, strides), and whatever they refuse goes to the
+checked path, which converts, copies and explains. Both end in the same
 kernels, so the results are the same.
 """
 
@@ -31,6 +33,7 @@ from hccli.kernels.site_eager import site_pre_eager as ref_program  # noqa: F401
 from hccli.errors import HcError
 from hccli.kernels import site_tl as S
 from hccli.kernels import tl_build
+from hccli.kernels.site_proj import make_proj
 from hccli.kernels.site_eager import SitePre
 from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_NORM_EPS, DEFAULT_SINKHORN_ITERS
 
@@ -78,23 +81,33 @@ def pack_fn(fn: Any, dim: int, stream: str, device: Any = None) -> PackedFn:
     return PackedFn(data.contiguous(), dim, stream, f.device)
 
 
+# Blocks per SM that the default projection fits (its shared memory), and the share of the SMs one
+# wave may leave idle before more splits pay (each split costs a workspace pass and a finish launch).
+FILL = 0.95
+
+
 def choose_splits(tokens: int, dim: int, stream: str, sms: int) -> int:
-    """The fewest built splits that give every SM two blocks (each split costs a workspace pass)."""
+    """The fewest built splits that give ~every SM a block."""
     options = S.splits_for(dim, stream)
     tiles = -(-tokens // S.DEFAULT_PROJ.block_tokens)
-    return next((s for s in options if tiles * s >= 2 * sms), options[-1])
+    return next((s for s in options if tiles * s >= FILL * sms), options[-1])
 
 
 def _configs() -> dict[Any, Any]:
     return tl_build.pass_configs()
 
 
-def compiled_proj(dim: int, stream: str, collapse: bool, splits: int) -> Any:
-    return tl_build.jit(S.make_proj, _configs, (dim, stream, collapse, splits, S.DEFAULT_PROJ))
+def _proj_configs() -> dict[Any, Any]:
+    return S.proj_configs(S.DEFAULT_PROJ)
 
 
-def compiled_finish(dim: int, iters: int, eps: float, norm_eps: float) -> Any:
-    return tl_build.jit(S.make_finish, _configs, (HC, dim, iters, float(eps), float(norm_eps)))
+def compiled_proj(dim: int, stream: str, collapse: bool, splits: int, op: tuple | None = None) -> Any:
+    """The projection; op = (iters, eps, norm_eps) exactly when splits is 1 (it finishes its tokens)."""
+    return tl_build.jit(make_proj, _proj_configs, (dim, stream, collapse, splits, S.DEFAULT_PROJ, op))
+
+
+def compiled_finish(dim: int, iters: int, eps: float, norm_eps: float, splits: int) -> Any:
+    return tl_build.jit(S.make_finish, _configs, (HC, dim, iters, float(eps), float(norm_eps), splits))
 
 
 def compiled_collapse(dim: int, stream: str) -> Any:
@@ -115,38 +128,53 @@ class _Plan:
         self.index = device.index
         self.dtype = torch.bfloat16 if stream == "bfloat16" else torch.float32
         self.sms = _sms(torch, self.index)
-        self.finish = tl_build.executable(compiled_finish(dim, iters, eps, norm_eps))
+        self.op = (iters, float(eps), float(norm_eps))
+        self.finish: dict[int, Any] = {}
         self.collapse = tl_build.executable(compiled_collapse(dim, stream)) if own else None
         self.proj: dict[int, Any] = {}
-        self.scale = self.base = None  # the last scale/base objects found right
-        self.outs: tuple[Any, ...] | None = None
-        self.out_ptrs: tuple[int, ...] = ()
+        # the projection's workspace per CUDA stream (a raw stream pointer): work on one stream runs in
+        # order, so the next call there may reuse it; another stream gets its own
+        self.ws: dict[int, tuple[Any, Any, Any]] = {}  # stream -> (buffer, (splits, tokens), view)
+        self.stream_of = torch._C._cuda_getCurrentRawStream
+        self.last = (-1, 1)  # (tokens, splits) of the last call
 
     def launch(self, x: Any, fnp: Any, scale: Any, base: Any, pre_mix: Any, outs: tuple[Any, ...]) -> None:
         tokens = x.shape[0]
-        splits = choose_splits(tokens, self.dim, self.stream, self.sms)
+        if tokens != self.last[0]:
+            self.last = (tokens, choose_splits(tokens, self.dim, self.stream, self.sms))
+        splits = self.last[1]
         proj = self.proj.get(splits)
         if proj is None:
             proj = self.proj[splits] = tl_build.executable(
-                compiled_proj(self.dim, self.stream, not self.own, splits))
-        # the workspace per call: the caching allocator keeps it safe across streams
-        ws = self.torch.empty((splits, tokens, S.WS_COLS), dtype=self.torch.float32, device=self.device)
+                compiled_proj(self.dim, self.stream, not self.own, splits, self.op if splits == 1 else None))
+            if splits > 1:
+                self.finish[splits] = tl_build.executable(compiled_finish(self.dim, *self.op, splits))
         mixes, pre, post, comb, collapsed = outs
+        if splits == 1:  # the projection finishes its tokens
+            if self.own:
+                proj(x, fnp, scale, base, mixes, pre, post, comb)
+                self.collapse(x, pre, collapsed)
+            else:
+                proj(x, fnp, pre_mix, scale, base, mixes, pre, post, comb, collapsed)
+            return
+        stream = self.stream_of(self.index)
+        buf, shape, ws = self.ws.get(stream, (None, None, None))
+        if shape != (splits, tokens):
+            need = splits * tokens * S.WS_COLS
+            if buf is None or buf.numel() < need:
+                buf = self.torch.empty(max(need, 1 << 16), dtype=self.torch.float32, device=self.device)
+            ws = buf[:need].view(splits, tokens, S.WS_COLS)
+            self.ws[stream] = (buf, (splits, tokens), ws)
         if self.own:
             proj(x, fnp, ws)
-            self.finish(ws, scale, base, mixes, pre, post, comb)
+            self.finish[splits](ws, scale, base, mixes, pre, post, comb)
             self.collapse(x, pre, collapsed)
         else:
             proj(x, fnp, pre_mix, ws, collapsed)
-            self.finish(ws, scale, base, mixes, pre, post, comb)
+            self.finish[splits](ws, scale, base, mixes, pre, post, comb)
 
 
 _PLANS: dict[tuple, _Plan] = {}
-
-
-def _right(torch: Any, t: Any, shape: tuple[int, ...], dtype: Any, index: int) -> bool:
-    return (type(t) is torch.Tensor and t.is_cuda and t.get_device() == index and t.dtype is dtype
-            and t.shape == shape and t.is_contiguous() and t.data_ptr() % 16 == 0)
 
 
 def site_pre(x: Any, fn: Any, hc_scale: Any, hc_base: Any, *, sinkhorn_iters: int = DEFAULT_SINKHORN_ITERS,
@@ -157,54 +185,51 @@ def site_pre(x: Any, fn: Any, hc_scale: Any, hc_base: Any, *, sinkhorn_iters: in
     pre_mix [..., 4]: V4.1's delayed one. `out` (a SitePre of tensors) is written into."""
     import torch
 
-    own = pre_mix is None
-    if type(x) is torch.Tensor and x.dim() == 3 and type(fn) is PackedFn:
-        plan = _PLANS.get((fn.dim, fn.stream, own, sinkhorn_iters, eps, norm_eps, x.get_device()))
-        if plan is not None and _fast_ok(torch, plan, x, fn, hc_scale, hc_base, pre_mix):
-            outs = _fast_outs(torch, plan, x.shape[0], out)
-            if outs is not None:
-                plan.launch(x, fn.data, hc_scale, hc_base, pre_mix, outs)
-                return out if out is not None else SitePre(*outs)
+    if type(fn) is PackedFn:
+        plan = _PLANS.get((fn.dim, fn.stream, pre_mix is None, sinkhorn_iters, eps, norm_eps, fn.device.index))
+        if plan is not None:
+            got = _fast(torch, plan, x, fn, hc_scale, hc_base, pre_mix, out)
+            if got is not None:
+                return got
     return _checked(torch, x, fn, hc_scale, hc_base, sinkhorn_iters, eps, norm_eps, pre_mix, out)
 
 
-def _fast_ok(torch: Any, plan: _Plan, x: Any, fn: PackedFn, scale: Any, base: Any, pre_mix: Any) -> bool:
-    n = x.shape[0]
-    if not (x.is_cuda and x.dtype is plan.dtype and x.shape[1] == HC and x.shape[2] == plan.dim and n > 0
-            and x.is_contiguous() and x.data_ptr() % 16 == 0 and fn.device == plan.device
-            and torch._C._cuda_getDevice() == plan.index):
-        return False
-    if pre_mix is not None and not _right(torch, pre_mix, (n, HC), torch.float32, plan.index):
-        return False
-    if scale is not plan.scale or base is not plan.base:
-        if not (_right(torch, scale, (3,), torch.float32, plan.index)
-                and _right(torch, base, (W,), torch.float32, plan.index)):
-            return False
-        plan.scale, plan.base = scale, base
-    return True
+def _fast(torch: Any, plan: _Plan, x: Any, fn: PackedFn, scale: Any, base: Any, pre_mix: Any,
+          out: SitePre | None) -> SitePre | None:
+    """The launch with what Python must check itself (types, current device, 16-byte alignment);
+    the compiled executables check every tensor's rank, shape, dtype, strides and device, and
+    any refusal sends the call to the checked path, which explains."""
+    T = torch.Tensor
+    if type(x) is not T or type(scale) is not T or type(base) is not T or x.dim() != 3 or x.shape[0] == 0 \
+            or x.get_device() != plan.index or torch._C._cuda_getDevice() != plan.index:
+        return None
+    ptrs = x.data_ptr() | scale.data_ptr() | base.data_ptr()
+    if pre_mix is not None:
+        if type(pre_mix) is not T:
+            return None
+        ptrs |= pre_mix.data_ptr()
+    if out is None:
+        n, dev, f32 = x.shape[0], plan.device, torch.float32
+        outs = (torch.empty((n, W), dtype=f32, device=dev), torch.empty((n, HC), dtype=f32, device=dev),
+                torch.empty((n, HC), dtype=f32, device=dev), torch.empty((n, HC, HC), dtype=f32, device=dev),
+                torch.empty((n, plan.dim), dtype=x.dtype, device=dev))
+    else:
+        outs = (out.mixes, out.pre, out.post, out.comb, out.collapsed)
+        for t in outs:
+            if type(t) is not T:
+                return None
+            ptrs |= t.data_ptr()
+    if ptrs & 15:
+        return None
+    try:
+        plan.launch(x, fn.data, scale, base, pre_mix, outs)
+    except Exception:  # noqa: BLE001 - a tensor the executable refused: the checked path says which
+        return None
+    return out if out is not None else SitePre(*outs)
 
 
 def _shapes(n: int, dim: int) -> tuple[tuple[int, ...], ...]:
     return (n, W), (n, HC), (n, HC), (n, HC, HC), (n, dim)
-
-
-def _fast_outs(torch: Any, plan: _Plan, n: int, out: SitePre | None) -> tuple[Any, ...] | None:
-    f32 = torch.float32
-    if out is None:
-        empty, dev = torch.empty, plan.device
-        return (empty((n, W), dtype=f32, device=dev), empty((n, HC), dtype=f32, device=dev),
-                empty((n, HC), dtype=f32, device=dev), empty((n, HC, HC), dtype=f32, device=dev),
-                empty((n, plan.dim), dtype=plan.dtype, device=dev))
-    outs = (out.mixes, out.pre, out.post, out.comb, out.collapsed)
-    ptrs = tuple(t.data_ptr() for t in outs) if all(type(t) is torch.Tensor for t in outs) else ()
-    if plan.outs is not None and all(a is b for a, b in zip(outs, plan.outs)) and ptrs == plan.out_ptrs \
-            and outs[0].shape[0] == n:
-        return outs
-    dtypes = (f32, f32, f32, f32, plan.dtype)
-    if not ptrs or not all(_right(torch, t, s, d, plan.index) for t, s, d in zip(outs, _shapes(n, plan.dim), dtypes)):
-        return None
-    plan.outs, plan.out_ptrs = outs, ptrs
-    return outs
 
 
 def _checked(torch: Any, x: Any, fn: Any, hc_scale: Any, hc_base: Any, iters: int, eps: float, norm_eps: float,
@@ -257,7 +282,7 @@ def _checked(torch: Any, x: Any, fn: Any, hc_scale: Any, hc_base: Any, iters: in
         return out if out is not None else SitePre(*given)
     dest = tuple(t.view(s) if t.data_ptr() % 16 == 0 else torch.empty(s, dtype=t.dtype, device=dev)
                  for t, s in zip(given, _shapes(n, dim)))
-    key = (dim, stream, pm is None, iters, eps, norm_eps, dev.index)
+    key = (dim, stream, pm is None, iters, eps, norm_eps, dev.index)  # site_pre's fast-path key
     with torch.cuda.device(dev):
         plan = _PLANS.get(key) or _PLANS.setdefault(key, _Plan(torch, dim, stream, pm is None, iters, eps,
                                                                  norm_eps, dev))

@@ -8,8 +8,9 @@ product and sum rounded on its own. One launch, one block per token.
 
 Inputs that are already right (CUDA, contiguous, 16-byte aligned: f [T, dim],
 residual [T, 4, dim] of one dtype, bfloat16 or float32, post [T, 4] and comb
-[T, 4, 4] float32, on the current device) take the fast path; anything else the
-checked path, which converts, copies and explains.
+[T, 4, 4] float32, on the current device) take the fast path: Python checks
+types, the device and alignment, the compiled executable the rest, and
+anything it refuses goes to the checked path, which converts, copies and explains.
 """
 
 from __future__ import annotations
@@ -41,30 +42,21 @@ def site_write(f: Any, residual: Any, post: Any, comb: Any, *, out: Any = None) 
     """out [..., 4, dim] from f [..., dim], residual [..., 4, dim], post [..., 4], comb [..., 4, 4]."""
     import torch
 
-    if type(residual) is torch.Tensor and residual.dim() == 3:
-        n, dim = residual.shape[0], residual.shape[2]
-        launch = _READY.get((dim, residual.dtype, residual.get_device()))
-        if launch is not None and _fast_ok(torch, f, residual, post, comb, n, dim):
-            if out is None:
-                out = torch.empty_like(residual)
-            elif not _ok(torch, out, residual.shape, residual.dtype, residual.get_device()):
-                return _checked(torch, f, residual, post, comb, out)
-            launch(f, residual, post, comb, out)
-            return out
+    T = torch.Tensor
+    if type(residual) is T and residual.dim() == 3 and residual.shape[0]:
+        index = residual.get_device()
+        launch = _READY.get((residual.shape[2], residual.dtype, index))
+        if launch is not None and type(f) is T and type(post) is T and type(comb) is T \
+                and torch._C._cuda_getDevice() == index:
+            dest = torch.empty_like(residual) if out is None else out
+            if type(dest) is T and not (f.data_ptr() | residual.data_ptr() | post.data_ptr() | comb.data_ptr()
+                                        | dest.data_ptr()) & 15:
+                try:  # the executable checks rank, shapes, dtypes, strides and devices
+                    launch(f, residual, post, comb, dest)
+                    return dest
+                except Exception:  # noqa: BLE001 - refused: the checked path says why
+                    pass
     return _checked(torch, f, residual, post, comb, out)
-
-
-def _ok(torch: Any, t: Any, shape: Any, dtype: Any, index: int) -> bool:
-    return (type(t) is torch.Tensor and t.is_cuda and t.get_device() == index and t.dtype is dtype
-            and t.shape == shape and t.is_contiguous() and t.data_ptr() % 16 == 0)
-
-
-def _fast_ok(torch: Any, f: Any, residual: Any, post: Any, comb: Any, n: int, dim: int) -> bool:
-    index = residual.get_device()
-    f32 = torch.float32
-    return (n > 0 and residual.shape[1] == HC and _ok(torch, residual, residual.shape, residual.dtype, index)
-            and _ok(torch, f, (n, dim), residual.dtype, index) and _ok(torch, post, (n, HC), f32, index)
-            and _ok(torch, comb, (n, HC, HC), f32, index) and torch._C._cuda_getDevice() == index)
 
 
 def _checked(torch: Any, f: Any, residual: Any, post: Any, comb: Any, out: Any) -> Any:
