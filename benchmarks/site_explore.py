@@ -37,18 +37,6 @@ def variant_keys(tiling: ProjTiling) -> list[tuple]:
     return [(DIM, "bfloat16", True, 1, tiling, V41), (DIM, "bfloat16", True, 8, tiling, None)]
 
 
-_CONFIGS: dict = {}
-
-
-def configs_for(tiling: ProjTiling):
-    """One function object per layout (tl_build.jit keys on it) returning its pass configs."""
-    from hccli.kernels.site_tl import proj_configs
-
-    if tiling not in _CONFIGS:
-        _CONFIGS[tiling] = lambda: proj_configs(tiling)
-    return _CONFIGS[tiling]
-
-
 def _time(torch, fn, reps=20, calls=5):
     fn(0)
     torch.cuda.synchronize()
@@ -102,7 +90,7 @@ def main() -> int:
             for key in variant_keys(tiling):
                 splits = key[3]
                 try:
-                    k = tl_build.jit(make_proj, configs_for(tiling), key)
+                    k = tl_build.jit(make_proj, P._configs, key)
                 except Exception as exc:  # noqa: BLE001 - a variant that does not build is reported
                     rows.append({"tokens": n, "tiling": repr(tiling), "splits": splits, "error": str(exc)[-300:]})
                     continue

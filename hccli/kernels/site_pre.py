@@ -97,13 +97,9 @@ def _configs() -> dict[Any, Any]:
     return tl_build.pass_configs()
 
 
-def _proj_configs() -> dict[Any, Any]:
-    return S.proj_configs(S.DEFAULT_PROJ)
-
-
 def compiled_proj(dim: int, stream: str, collapse: bool, splits: int, op: tuple | None = None) -> Any:
     """The projection; op = (iters, eps, norm_eps) exactly when splits is 1 (it finishes its tokens)."""
-    return tl_build.jit(make_proj, _proj_configs, (dim, stream, collapse, splits, S.DEFAULT_PROJ, op))
+    return tl_build.jit(make_proj, _configs, (dim, stream, collapse, splits, S.DEFAULT_PROJ, op))
 
 
 def compiled_finish(dim: int, iters: int, eps: float, norm_eps: float, splits: int) -> Any:

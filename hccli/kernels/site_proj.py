@@ -208,5 +208,4 @@ def build_kernel(kind: str, *args: Any, target: Any = None) -> Any:
     from hccli.kernels import tl_build
 
     iters, eps = (args[2], args[3]) if kind == "finish" else (0, 0.0)
-    configs = S.proj_configs(args[4] if len(args) > 4 else DEFAULT_PROJ) if kind == "proj" else tl_build.pass_configs()
-    return tl_build.build(MAKERS[kind](*args), configs, 4, iters, eps, target)
+    return tl_build.build(MAKERS[kind](*args), tl_build.pass_configs(), 4, iters, eps, target)

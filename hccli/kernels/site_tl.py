@@ -49,8 +49,6 @@ class ProjTiling:
     block_dim_f32: int = 16  # float32 streams: their tile is twice the bytes and is split in three
     stages: int = 2
     threads: int = 128
-    tma: bool = False  # copies by the bulk tensor copy engine (tilelang's TMA lowering)
-    warp_specialize: bool = False  # with tma: a producer warp group feeding the others (tilelang's)
     async_mma: bool = False  # issue the step's wgmma, do the step's sums of squares and collapse, then wait
 
     def dim_step(self, stream: str) -> int:
@@ -58,19 +56,6 @@ class ProjTiling:
 
 
 DEFAULT_PROJ = ProjTiling()
-
-
-def proj_configs(tiling: ProjTiling) -> dict[Any, Any]:
-    """The projection's pass configs: the published kernel's, or with TMA lowering (and warp specialisation)."""
-    from hccli.kernels import tl_build
-
-    configs = tl_build.pass_configs()
-    if tiling.tma:
-        import tilelang
-
-        configs[tilelang.PassConfigKey.TL_DISABLE_TMA_LOWER] = False
-        configs[tilelang.PassConfigKey.TL_DISABLE_WARP_SPECIALIZED] = not tiling.warp_specialize
-    return configs
 STREAM_CHUNK = 1024  # features per step of the streaming kernels (collapse, write)
 STREAM_THREADS = 128
 FINISH_THREADS = 128
