@@ -168,3 +168,93 @@ def test_unsupported_hc_for_the_new_kernels_is_a_one_line_error(tilelang):
         with pytest.raises(HcError) as info:
             build_kernel(variant, hc, 20, 1e-6)
         assert "hc_mult" in info.value.message and variant in info.value.message and "\n" not in info.value.message
+
+
+# ---- the site kernels: projection, finish, collapse, write-back -----------------------------
+
+def _bundled_dims():
+    from conftest import ALL_CONFIGS
+
+    from hccli.config import load_config
+
+    return sorted({load_config(p).dim for p in ALL_CONFIGS})
+
+
+# every dim of the bundled configs, both stream dtypes, both collapses and every split count between them
+SITE_PROJ_CASES = [(5120, "bfloat16", True, 8), (5120, "bfloat16", False, 1), (4096, "bfloat16", True, 16),
+                   (7168, "bfloat16", False, 16), (64, "bfloat16", True, 1), (4096, "float32", True, 8),
+                   (64, "float32", False, 1)]
+SITE_STREAM_DIMS = [(64, "bfloat16"), (4096, "bfloat16"), (5120, "bfloat16"), (7168, "bfloat16"), (5120, "float32"),
+                    (64, "float32")]
+
+
+def test_site_cases_cover_every_bundled_dim():
+    dims = _bundled_dims()
+    assert {c[0] for c in SITE_PROJ_CASES} == set(dims) == {d for d, _ in SITE_STREAM_DIMS}
+    from hccli.kernels.site_tl import SPLITS, splits_for
+
+    assert {c[3] for c in SITE_PROJ_CASES} == set(SPLITS)
+    for dim in dims:
+        for stream in ("bfloat16", "float32"):
+            assert splits_for(dim, stream)[0] == 1  # every dim has a build
+
+
+def _site_cubin(built, name):
+    from hccli.kernels.tl_build import cubin_sm_arch
+
+    assert '"arch":"sm_90"' in built.target.replace(" ", "")
+    assert len(built.cubin) > 1000 and cubin_sm_arch(built.cubin) == 90 == built.sm_arch
+    assert f".text.{name}".encode() in built.cubin
+    return built.source
+
+
+@pytest.mark.parametrize("dim,stream,collapse,splits", SITE_PROJ_CASES)
+def test_site_projection_compiles_to_an_sm90_cubin(tilelang, dim, stream, collapse, splits):
+    from hccli.kernels.site_proj import build_kernel
+    from hccli.kernels.site_tl import DEFAULT_PROJ
+
+    op = (20, 1e-6, 1e-20) if splits == 1 else None
+    src = _site_cubin(build_kernel("proj", dim, stream, collapse, splits, DEFAULT_PROJ, op), "site_pre_proj")
+    # the tensor cores (one m64n80k16 wgmma per 16 features of the step), fed by asynchronous copies
+    wgmma = "wgmma_ss<tl::DataType::kBFloat16, tl::DataType::kBFloat16, tl::DataType::kFloat32, 64, 80, 16"
+    assert wgmma in src and "cp_async_gs" in src
+    # float32 streams: three bfloat16 parts, three products per step
+    assert src.count(wgmma) >= (3 if stream == "float32" else 1)
+    # the collapse with the pre mix from shared memory: every product and sum rounded on its own, as the
+    # eager chain's (the in-kernel finish rounds on its own too, so the pre mix's products are what tell)
+    assert ("__fmul_rn(((float*)pm)" in src and "__fadd_rn(" in src) == collapse
+    # one split: the block finishes its tokens (rms factor, exact's split) instead of writing a workspace
+    assert ("rsqrtf(" in src and "expf(" in src) == (splits == 1)
+
+
+@pytest.mark.parametrize("dim,iters,eps,norm_eps,splits", [(5120, 20, 1e-6, 1e-20, 16), (4096, 1, 1e-4, 1e-6, 8)])
+def test_site_finish_compiles_with_exacts_arithmetic(tilelang, dim, iters, eps, norm_eps, splits):
+    from hccli.kernels.site_proj import build_kernel
+    from hccli.kernels.token_kernels import shared_reciprocal_is_exact
+
+    src = _site_cubin(build_kernel("finish", 4, dim, iters, eps, norm_eps, splits), "site_pre_finish")
+    assert "rsqrtf(" in src and "expf(" in src and "__expf" not in src and "__fmaf_rn(" in src
+    assert "tl::fast_rcp(rs" in src and ("tl::fast_rcp(d" in src) == shared_reciprocal_is_exact(4, iters, eps)
+
+
+@pytest.mark.parametrize("dim,stream", SITE_STREAM_DIMS)
+def test_site_write_and_collapse_compile(tilelang, dim, stream):
+    from hccli.kernels.site_proj import build_kernel
+
+    for kind, name in (("write", "site_write"), ("collapse", "site_collapse")):
+        src = _site_cubin(build_kernel(kind, dim, stream), name)
+        # every product and sum rounded on its own; asynchronous copies, 16 bytes a thread at the models' dims
+        assert "__fmul_rn(" in src and "__fadd_rn(" in src and "cp_async_gs<" in src
+        assert ("cp_async_gs<16>" in src) == (dim >= 1024)
+
+
+def test_site_kernels_refuse_other_shapes_in_one_line(tilelang):
+    from hccli.kernels.site_proj import build_kernel
+
+    for args in (("write", 100, "bfloat16"), ("proj", 5120, "float16", True, 1), ("proj", 5120, "bfloat16", True, 3),
+                 ("proj", 5120, "bfloat16", True, 1)):  # one split needs the op's parameters to finish
+        with pytest.raises(HcError) as info:
+            build_kernel(*args)
+        assert "\n" not in info.value.message
+    with pytest.raises(HcError, match="hc_mult 4 only"):
+        build_kernel("finish", 8, 64, 20, 1e-6, 1e-6, 8)

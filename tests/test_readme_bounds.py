@@ -41,6 +41,7 @@ def test_bounds_table_matches_the_code():
         "HC values `inspect` reads and reports": [n(inspect_hc.MAX_INSPECT_VALUES), n(inspect_hc.PLAIN_SPLIT_BUDGET)],
         "a file written (`--plot`, `--save`, a cache entry)": [n(safe_write.TMP_TRIES), n(safe_write.MAX_WALK)],
         "entries of a config's quantisation block": [n(config_quant.MAX_QUANT_ENTRIES)],
+        "the streams of one token count `hc bench --op site-*` builds": [n(limits.MAX_SITE_BENCH_BYTES)],
     }
     for what, figures in rows.items():
         cell = _row(text, what)

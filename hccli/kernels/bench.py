@@ -88,7 +88,7 @@ class BenchResult:
         return doc
 
 
-def _driver() -> str | None:
+def driver() -> str | None:
     try:
         out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
                              capture_output=True, text=True, timeout=10)
@@ -97,20 +97,20 @@ def _driver() -> str | None:
     return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
 
 
-def _versions(torch: Any) -> dict[str, str | None]:
+def versions(torch: Any) -> dict[str, str | None]:
     from hccli import __version__
 
-    versions = {"hccli": __version__, "torch": torch.__version__, "cuda": torch.version.cuda, "tilelang": None}
+    found = {"hccli": __version__, "torch": torch.__version__, "cuda": torch.version.cuda, "tilelang": None}
     try:
         import tilelang
 
-        versions["tilelang"] = getattr(tilelang, "__version__", "?")
+        found["tilelang"] = getattr(tilelang, "__version__", "?")
     except Exception:  # noqa: BLE001 - absent or broken: reported as None
         pass
-    return versions
+    return found
 
 
-def _timer(torch: Any, cuda: bool) -> Callable[[Callable[[int], None], int, int], list[float]]:
+def timer(torch: Any, cuda: bool) -> Callable[[Callable[[int], None], int, int], list[float]]:
     """samples(fn, calls, reps) -> per-call milliseconds of each sample; fn(i) runs call i."""
     import time
 
@@ -143,7 +143,7 @@ def copy_bandwidth(torch: Any, device: str, nbytes: int, reps: int = 10) -> floa
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).normal_()
     dst = torch.empty_like(src)
     cuda = device.startswith("cuda")
-    samples = _timer(torch, cuda)
+    samples = timer(torch, cuda)
     dst.copy_(src)
     ms = statistics.median(samples(lambda i: dst.copy_(src), 1, reps))
     return 2 * nbytes / (ms * 1e-3) / 1e9
@@ -246,7 +246,7 @@ def run_bench(
     names = tuple(n for n in ALL_IMPLS if n in impls)  # reference first: the others compare with it
     launchers = _impl_launchers(torch, names, hc, sinkhorn_iters, eps, cuda, skipped, max(tokens))
     ref_name = "block" if "block" in launchers else ("torch" if "torch" in launchers else None)
-    samples = _timer(torch, cuda)
+    samples = timer(torch, cuda)
     copy_gbps = copy_bandwidth(torch, dev, (1 << 30) if cuda else (256 << 20))
 
     rows: list[BenchRow] = []
@@ -316,7 +316,7 @@ def run_bench(
         host_rows = time_host(torch, dev, tuple(launchers), hc, sinkhorn_iters, eps, rows, reps)
     reference = {"block": "the block kernel (the published reference kernel's shape)",
                  "torch": "the torch reference", None: "nothing (no reference timed)"}[ref_name]
-    return BenchResult("gpu" if cuda else "cpu", dev, name_of, _driver() if cuda else None, _versions(torch),
+    return BenchResult("gpu" if cuda else "cpu", dev, name_of, driver() if cuda else None, versions(torch),
                        datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
                        hc, sinkhorn_iters, float(eps), bpt, copy_gbps, reference, statistic, tuple(rows), skipped,
                        host_rows)

@@ -19,6 +19,10 @@ from hccli.vocab import MAX_HC_MULT, MAX_SINKHORN_ITERS  # noqa: F401 - re-expor
 MAX_ELEMENTS = 1 << 22
 
 
+# `hc bench --op site-*`: the streams of one token count (x, or f and residual), in bytes; with the
+# float64 oracle (4x for bfloat16) and the eager chain's float32 temporaries a run stays < 80 GB.
+MAX_SITE_BENCH_BYTES = 8 << 30
+
 # JSON mixes: bytes read whole, nesting, and characters in one number.
 MAX_JSON_BYTES = 8 << 20
 MAX_JSON_DEPTH = 32

@@ -8,6 +8,15 @@
 
 `tilelang` is an old spelling of `block`, still accepted.
 
+The site's kernels (issue 24's forward around the split) are registered beside them:
+
+    site_pre    tilelang: rms statistic, projection, split (exact's arithmetic), collapse
+    site_write  tilelang: the write-back into the streams
+
+`resolve_site(op, ...)` answers with a SiteImpl: the kernel on a CUDA GPU with
+tilelang where it has a build for the shape (hc 4, the bundled configs' dims),
+else the eager chain (site_eager.py), saying why.
+
 `resolve_impl(name, device, hc_mult)` answers with a KernelImpl that says what it
 chose and why in one line, and runs the op. Choosing imports torch (and, for the
 kernels, tries tilelang) but compiles nothing: a kernel is built on the first `run`.
@@ -25,6 +34,7 @@ IMPL_NAMES = ("auto", "exact", "fast", "block", "torch")
 KERNEL_NAMES = ("block", "exact", "fast")  # the tilelang kernels
 ALIASES = {"tilelang": "block"}  # the README once said --impl tilelang
 INSTALL_HINT = "pip install 'hccli[kernel]'"
+SITE_OPS = ("site_pre", "site_write")  # the site's tilelang kernels, by name
 
 
 @dataclass(frozen=True)
@@ -182,3 +192,53 @@ def resolve_impl(name: str = "auto", device: str | None = None, hc_mult: int | N
             "torch", chosen, f"auto: no tilelang kernel has a build for hc_mult {hc_mult}, using the torch reference on {chosen}"
         )
     return KernelImpl("exact", chosen, f"auto: CUDA device and tilelang present, using the exact kernel on {chosen}")
+
+
+@dataclass(frozen=True)
+class SiteImpl:
+    op: str  # "site_pre" or "site_write"
+    name: str  # the kernel's name (= op) or "eager"
+    device: str
+    reason: str  # one line: how the choice was made
+
+    def function(self) -> Any:
+        """The callable: site_pre.site_pre / site_write.site_write, or the eager chain's."""
+        if self.op == "site_pre":
+            if self.name == "eager":
+                from hccli.kernels.site_eager import site_pre_eager
+
+                return site_pre_eager
+            from hccli.kernels.site_pre import site_pre
+
+            return site_pre
+        if self.name == "eager":
+            from hccli.kernels.site_eager import site_write_eager
+
+            return site_write_eager
+        from hccli.kernels.site_write import site_write
+
+        return site_write
+
+
+def resolve_site(op: str, device: str | None = None, hc_mult: int = DEFAULT_HC_MULT, dim: int | None = None,
+                 stream: str = "bfloat16") -> SiteImpl:
+    """The site kernel `op` where it can run (CUDA, tilelang, a build for hc_mult/dim/stream), else the
+    eager chain on the same device, with the reason in one line; HcError for an unknown op or device."""
+    if op not in SITE_OPS:
+        raise HcError(f"site op {op!r} is unknown; expected one of {', '.join(SITE_OPS)}")
+    torch = _import_torch()
+    dev = _normalise_device(torch, device)
+    if dev == "cpu" or not torch.cuda.is_available():
+        why = "device cpu asked for" if dev == "cpu" else "no CUDA device"
+        return SiteImpl(op, "eager", "cpu", f"{op}: {why}, using the eager chain on cpu")
+    chosen = dev or "cuda:0"
+    problem = tilelang_problem()
+    if problem:
+        return SiteImpl(op, "eager", chosen, f"{op}: tilelang does not import ({problem}), using the eager chain on {chosen}")
+    from hccli.kernels.site_tl import DEFAULT_PROJ, check_site
+
+    try:  # without a dim, only the stream count and dtype are checked
+        check_site(hc_mult, DEFAULT_PROJ.block_dim if dim is None else dim, stream)
+    except HcError as exc:
+        return SiteImpl(op, "eager", chosen, f"{op}: {exc.message}, using the eager chain on {chosen}")
+    return SiteImpl(op, op, chosen, f"{op}: the tilelang kernel on {chosen}")

@@ -107,6 +107,24 @@ def jit(make: Callable[..., Any], configs: Callable[[], dict[Any, Any]], key: tu
     return compile_prim(make(*key), "auto", configs())
 
 
+def executable(kernel: Any) -> Any:
+    """tilelang's compiled executable behind a JIT kernel, called without tilelang's Python wrapper.
+
+    The wrapper (tvm_ffi adapter, tilelang 0.1.15) only stitches the argument list and
+    picks a device for outputs it would allocate, which these kernels have none of; the
+    executable itself still checks every argument's dtype, rank, shape and device in
+    its generated host code. Where a tilelang version lacks it, the kernel itself.
+    """
+    adapter = getattr(kernel, "adapter", None)
+    get = getattr(adapter, "_get_executable", None)
+    if get is None or getattr(adapter, "result_idx", None):
+        return kernel
+    try:
+        return get()
+    except Exception:  # noqa: BLE001 - any trouble: the ordinary call
+        return kernel
+
+
 def _aligned(t: Any) -> Any:
     # the token kernels move 16-byte vectors; a view that starts mid-vector gets its own copy
     return t if t.data_ptr() % 16 == 0 else t.clone()

@@ -24,24 +24,6 @@ from hccli.kernels.token_kernels import DEFAULT_TILING, Tiling, check_supported,
 _READY: dict[tuple, "_Ready"] = {}
 
 
-def _executable(kernel: Any) -> Any:
-    """tilelang's compiled executable behind a JIT kernel, called without tilelang's Python wrapper.
-
-    The wrapper (tvm_ffi adapter, tilelang 0.1.15) only stitches the argument list and
-    picks a device for outputs it would allocate, which this kernel has none of; the
-    executable itself still checks every argument's dtype, rank, shape and device in
-    its generated host code. Where a tilelang version lacks it, the kernel itself.
-    """
-    adapter = getattr(kernel, "adapter", None)
-    get = getattr(adapter, "_get_executable", None)
-    if get is None or getattr(adapter, "result_idx", None):
-        return kernel
-    try:
-        return get()
-    except Exception:  # noqa: BLE001 - any trouble: the ordinary call
-        return kernel
-
-
 class _Ready:
     """What the fast path needs for one kernel on one device, found once."""
 
@@ -54,7 +36,7 @@ class _Ready:
         self.empty = torch.empty
         # what tilelang's own wrapper asks for the current device; the public call where it is absent
         self.current = getattr(torch._C, "_cuda_getDevice", torch.cuda.current_device)
-        self.launch = _executable(kernel)
+        self.launch = tl_build.executable(kernel)
         self.device = device
         self.index = device.index
         self.width = (2 + hc) * hc

@@ -1,0 +1,29 @@
+#!/bin/bash
+# Device-only: the site kernels' check-and-time run, in stages, from the project's root with PYTHONPATH set
+# (the tilelang site, TileKernels' source where wanted). Full logs and JSON under $OUT; short table last.
+#
+#   bash benchmarks/site_device.sh [cache] warm test explore pre write
+#
+# cache: restore ../tlcache.tar.xz (tilelang's kernel cache from an earlier run) when present;
+# each stage has its own time limit so that the whole run ends inside the device's 10 minutes; at most
+# 7 files come back (the device returns 8).
+out=${OUT:-/tmp/site-out}
+mkdir -p "$out"
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,power.draw,temperature.gpu \
+  --format=csv > "$out/err.log" 2>&1
+for stage in "$@"; do
+  t0=$(date +%s)
+  case $stage in
+    cache) [ -f ../tlcache.tar.xz ] && mkdir -p ~/.tilelang && tar -xJf ../tlcache.tar.xz -C ~ ;;
+    warm) timeout 330 python3 benchmarks/site_warm.py > "$out/warm.log" 2>&1; tail -3 "$out/warm.log" ;;
+    test) timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" tests/test_site_kernels_gpu.py \
+            > "$out/pytest.log" 2>&1; grep -E "passed|failed|Error|assert" "$out/pytest.log" | tail -25 ;;
+    explore) timeout 150 python3 benchmarks/site_explore.py --json "$out/explore.json" 2>> "$out/err.log" | tail -40 ;;
+    pre) timeout 300 python3 -m hccli bench --op site-pre --host --json > "$out/pre.json" 2>> "$out/err.log" ;;
+    write) timeout 200 python3 -m hccli bench --op site-write --host --json > "$out/write.json" 2>> "$out/err.log" ;;
+    savecache) tar -cf - -C ~ .tilelang/cache | xz -T8 -3 > "$out/tlcache.tar.xz"
+               [ "$(stat -c %s "$out/tlcache.tar.xz")" -lt 16000000 ] || rm -f "$out/tlcache.tar.xz" ;;
+  esac
+  echo "stage $stage: $(( $(date +%s) - t0 )) s"
+done
+python3 benchmarks/site_summary.py "$out/pre.json" "$out/write.json" 2>/dev/null | tail -60

@@ -1,0 +1,75 @@
+"""Device-only: compile, in parallel, every site kernel that the GPU tests, `hc bench --op site-*` and
+site_explore.py will ask for, into tilelang's disk cache (~/.tilelang/cache).
+
+A bare device machine compiles each kernel on first use, one after another (~30 s for a
+projection). tilelang.par_compile compiles the same PrimFuncs with the same target
+("auto") and pass configs as tl_build.jit, so the later calls are cache hits; this
+only moves the compiles to the start, side by side. TileKernels' kernels, where
+`tile_kernels` imports, are warmed too.
+
+    PYTHONPATH=.:<tilelang site>[:<TileKernels>] python3 benchmarks/site_warm.py
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+# what tests/test_site_kernels_gpu.py and the benchmarks launch: (dim, stream, collapse, splits, op)
+V41 = (20, 1e-6, 1e-20)
+PROJ = [(5120, "bfloat16", c, s, V41 if s == 1 else None) for c in (True, False) for s in (1, 8, 16)] + [
+    (4096, "bfloat16", True, 16, None), (7168, "bfloat16", False, 16, None), (64, "bfloat16", True, 1, V41),
+    (64, "bfloat16", False, 1, V41), (5120, "float32", True, 16, None), (5120, "float32", False, 16, None)]
+FINISH = [(4, 5120, 20, 1e-6, 1e-20, 8), (4, 5120, 20, 1e-6, 1e-20, 16), (4, 4096, 20, 1e-6, 1e-6, 16),
+          (4, 7168, 20, 1e-6, 1e-6, 16)]
+COLLAPSE = [(5120, "bfloat16"), (7168, "bfloat16"), (64, "bfloat16"), (5120, "float32")]
+WRITE = [(64, "bfloat16"), (4096, "bfloat16"), (5120, "bfloat16"), (7168, "bfloat16"), (5120, "float32")]
+
+
+def main() -> int:
+    import tilelang
+
+    from hccli.kernels import site_tl as S
+    from hccli.kernels import tl_build
+    from hccli.kernels.site_proj import make_proj
+    from hccli.kernels.token_kernels import DEFAULT_TILING, make_prim_func
+    from site_explore import VARIANTS, variant_keys
+
+    t0 = time.time()
+    funcs = [make_proj(d, st, c, s, S.DEFAULT_PROJ, op) for d, st, c, s, op in PROJ]
+    funcs += [S.make_finish(*k) for k in FINISH] + [S.make_collapse(*k) for k in COLLAPSE]
+    funcs += [S.make_write(*k) for k in WRITE] + [make_prim_func("exact", 4, 20, 1e-6, DEFAULT_TILING)]
+    funcs += [make_proj(*k) for tiling in VARIANTS for k in variant_keys(tiling)]
+    groups = [(funcs, tl_build.pass_configs())]  # the published kernel's pass configs, as tl_build.jit's
+    peers = []
+    try:
+        from tile_kernels.mhc.norm_fn_kernel import _mhc_pre_norm_fn_fwd_mul
+        from tile_kernels.mhc.post_kernel import _mhc_post_fwd
+        from tile_kernels.mhc.pre_big_fuse_kernel import _mhc_pre_big_fuse
+
+        peers = [lambda: _mhc_pre_norm_fn_fwd_mul(24, 1, 4 * 5120), lambda: _mhc_post_fwd(4, 5120),
+                 lambda: _mhc_pre_big_fuse(5120, 1e-20, 1e-6, 1e-6, 2.0, 20, n_splits=1, mhc_mult=4)]
+    except Exception as exc:  # noqa: BLE001 - the peer is optional
+        print(f"tile_kernels not warmed: {type(exc).__name__}: {exc}")
+    with ThreadPoolExecutor(max(1, len(peers))) as pool:
+        futures = [pool.submit(p) for p in peers]
+        for group, configs in groups:
+            tilelang.par_compile(group, target="auto", pass_configs=configs, ignore_error=True)
+        for f in futures:
+            try:
+                f.result()
+            except Exception as exc:  # noqa: BLE001
+                print(f"tile_kernels warm-up failed: {type(exc).__name__}: {exc}")
+    print(f"warmed {sum(len(g) for g, _ in groups)} kernels and {len(peers)} of TileKernels' in "
+          f"{time.time() - t0:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
