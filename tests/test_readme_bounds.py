@@ -6,7 +6,7 @@ import re
 from conftest import ROOT
 
 from hccli import config_read, hc_view, safe_write, vocab
-from hccli.checkpoint import gguf_file, header, store, verify
+from hccli.checkpoint import cache, gguf_file, header, store, verify
 from hccli.kernels import limits
 
 
@@ -32,6 +32,8 @@ def test_bounds_table_matches_the_code():
         "values `diff --values all` decodes at a time": [n(hc_view.CHUNK_ELEMENTS)],
         "JSON mixes": [n(limits.MAX_JSON_BYTES), str(limits.MAX_JSON_DEPTH), str(limits.MAX_JSON_DIGITS)],
         "a GGUF header (metadata and tensor infos)": [n(gguf_file.MAX_HEADER_BYTES), n(gguf_file.MAX_TENSORS)],
+        "entries `hc cache list` and `clear` walk": [n(cache.MAX_CACHE_ENTRIES), n(cache.META_PREFIX),
+                                                   n(cache.REF_CAP)],
         "a file written (`--plot`, `--save`, a cache entry)": [n(safe_write.TMP_TRIES), n(safe_write.MAX_WALK)],
     }
     for what, figures in rows.items():

@@ -120,6 +120,7 @@ COMMANDS = {
     "run-kernel": "run_kernel",
     "bench": "bench",
     "diff": "diff",
+    "cache": "cache",
 }
 _registered: set[str] = set()
 
