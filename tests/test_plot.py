@@ -348,7 +348,9 @@ def test_unwritable_targets(mpl, tmp_path):
 
 
 def test_missing_matplotlib_gives_the_install_hint(monkeypatch, tmp_path):
-    from hccli.plot import INSTALL_HINT
+    from hccli.extras import install_hint
+
+    INSTALL_HINT = install_hint("plot")
     from hccli.plot.kernel import KernelFigureData, plot_kernel
 
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
