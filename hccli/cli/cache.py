@@ -4,7 +4,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from hccli.cli.app import app
+from hccli.cli.app import HcTyper, app
 from hccli.cli.options import JsonOpt
 
 EPILOG = """Examples:
@@ -18,7 +18,7 @@ EPILOG = """Examples:
   hc cache clear                                 # everything hc cached
 """
 
-cache_app = typer.Typer(
+cache_app = HcTyper(
     help="List or clear the cache of hub reads (HC_CACHE_DIR, else ~/.cache/hccli).",
     epilog=EPILOG, no_args_is_help=True, rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
