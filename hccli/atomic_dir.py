@@ -78,13 +78,11 @@ def staged_directory(target: str | Path, *, force: bool, ours: Callable[[str], b
     target = Path(os.path.abspath(target))  # lexical: a symlinked OUTDIR is refused, not resolved
     state = _target_state(target, force, ours)
     parent = target.parent
-    try:
-        parent.mkdir(parents=True, exist_ok=True)
-    except (FileExistsError, NotADirectoryError):
-        raise HcError(f"{target}: a part of this path is a file, not a directory; expected OUTDIR under a "
-                      "directory") from None
-    except OSError as exc:
-        raise os_error(parent, "create the directory", exc) from None
+    # the folder it goes in is the user's to make: a typo in it must not become a new tree of folders
+    if not parent.is_dir():
+        what = "is not a directory" if os.path.lexists(parent) else "does not exist"
+        raise HcError(f"{target}: its parent {parent} {what}; expected OUTDIR in an existing directory "
+                      "(create that first)")
     tmp: Path | None = None
     try:
         with deferred_sigint():  # made and named as one step: a Ctrl-C cannot fall between them

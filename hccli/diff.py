@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Collection, Iterator
 
 import numpy as np
 
@@ -27,6 +27,8 @@ from hccli import dialects as D
 from hccli.checkpoint.source import one_line
 from hccli.config import ConfigUnusable
 from hccli.diff_effect import Effect, sample_hidden, sample_tokens, site_effects
+from hccli.diff_select import (Advance, Meter, Selection, check_selection, hc_bytes, no_advance, numbering,
+                               shared_others, site_groups)
 from hccli.errors import HcError
 from hccli.hc_view import HcTensor, HcView, OtherTensor, component_of, read_both
 from hccli.inventory import COMPONENTS
@@ -83,7 +85,7 @@ class ComponentRow:
     tensors_b: int
     only_in_a: int
     only_in_b: int
-    changed: int  # in both, with another dtype or shape
+    changed: int  # in both, with another dtype or shape, or values compared that differ
     bytes_a: int
     bytes_b: int
     params_a: int
@@ -121,20 +123,33 @@ class DiffReport:
     config_note_a: ConfigUnusable | None = None  # a config.json beside A or B, set aside
     config_note_b: ConfigUnusable | None = None
     notes: tuple[str, ...] = ()  # what diff chose for itself (fewer sample tokens), said once
+    selection: Selection = Selection(None, None)  # the layers and sites compared (None: all)
+    hc_tensors: int = 0  # HC tensor names on either side, selected or not
+    shared_others: int = 0  # other tensors both sides hold, selected or not
 
     @property
     def hc_ok(self) -> bool:
         return all(r.ok for r in self.sites)
 
     @property
+    def hc_compared(self) -> int:
+        """HC tensors compared: those a side's dialect cannot hold are not."""
+        return sum(r.status != NOT_IN_DIALECT for r in self.sites)
+
+    @property
+    def not_kept(self) -> int:
+        """HC tensors not kept and other tensors whose values differ: exit 1 when any."""
+        return sum(not r.ok for r in self.sites) + sum(v.status == DIFFERS for v in self.values or ())
+
+    @property
     def exit_code(self) -> int:
-        bad_values = self.values is not None and any(v.status == DIFFERS for v in self.values)
-        return 0 if self.hc_ok and not bad_values else 1
+        return 1 if self.not_kept else 0
 
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
         doc["sites"] = [{**asdict(r), "ok": r.ok} for r in self.sites]
         doc["hc_ok"] = self.hc_ok
+        doc["not_kept"] = self.not_kept
         doc["exit_code"] = self.exit_code
         return doc
 
@@ -191,20 +206,14 @@ def _row(layer: int, hc, ta: HcTensor | None, tb: HcTensor | None, status: str, 
 
 
 def compare_hc(a: HcView, b: HcView, *, atol: float, rtol: float, tokens: int, seed: int,
-               progress: Callable[[int, int, str], None] | None = None) -> list[SiteRow]:
-    n_layers = a.model.n_layers or b.model.n_layers or 0
-    n_stages = max(a.n_stages, b.n_stages)
+               advance: Advance = no_advance, selection: Selection = Selection(None, None)) -> list[SiteRow]:
+    n_layers, n_stages = numbering(a, b)
     hc_mult, dim = a.model.hc_mult or b.model.hc_mult, a.model.dim or b.model.dim
     hidden = sample_hidden(tokens, seed, hc_mult, dim) if hc_mult and dim and tokens else None
     via = f"{tokens} sample tokens (seed {seed})"
-    sites: dict[tuple[str, str], list] = {}
-    for name in dict.fromkeys([*a.hc, *b.hc]):
-        t = a.hc.get(name) or b.hc[name]
-        sites.setdefault((t.hc.owner, t.hc.site), []).append(t.hc)
+    sites = site_groups(a, b, selection)
     rows: list[SiteRow] = []
-    for k, (((owner, site), names), (ra, rb)) in enumerate(zip(sites.items(), read_both(a, b, sites.values()))):
-        if progress:
-            progress(k, len(sites), owner or "head")
+    for ((owner, site), names), (ra, rb) in zip(sites.items(), read_both(a, b, sites.values())):
         va: dict[str, np.ndarray] = {}
         vb: dict[str, np.ndarray] = {}
         part_rows: dict[str, SiteRow] = {}
@@ -230,6 +239,7 @@ def compare_hc(a: HcView, b: HcView, *, atol: float, rtol: float, tokens: int, s
         for part, row in part_rows.items():
             eff = alone if part == "base" else sample
             rows.append(row if eff is None else SiteRow(**{**row.__dict__, "effect": eff}))
+        advance(hc_bytes(a, b, names), owner or "head")
     return sort_rows(rows)
 
 
@@ -252,7 +262,9 @@ def _inventory(v: HcView) -> dict[str, OtherTensor]:
     return out
 
 
-def compare_inventory(a: HcView, b: HcView):
+def compare_inventory(a: HcView, b: HcView, differ: Collection[str] = ()):
+    """Names only in A or B, dtype or shape changes, and per component the tensors changed:
+    another dtype or shape, or values that were compared and differ (`differ`)."""
     ia, ib = _inventory(a), _inventory(b)
     only_a = tuple(n for n in ia if n not in ib)
     only_b = tuple(n for n in ib if n not in ia)
@@ -268,8 +280,8 @@ def compare_inventory(a: HcView, b: HcView):
             c[7 + side] += x.logical_params
         for n in only:
             acc[comp[n]][2 + side] += 1
-    for ch in changed:
-        acc[ch.component][4] += 1
+    for n in {ch.name for ch in changed} | {n for n in differ if n in ia and n in ib}:
+        acc[comp[n]][4] += 1
     order = {c: i for i, c in enumerate((*COMPONENTS, "other"))}
     comps = tuple(ComponentRow(c, *v) for c, v in sorted(acc.items(), key=lambda kv: order[kv[0]]))
     return only_a, only_b, changed, comps
@@ -291,24 +303,23 @@ def _paired(ita: Iterator[np.ndarray], itb: Iterator[np.ndarray]) -> Iterator[tu
         xa, xb = xa[n:], xb[n:]
 
 
-def compare_values(a: HcView, b: HcView, *, atol: float, rtol: float,
-                   progress: Callable[[int, int, str], None] | None = None) -> tuple[ValueRow, ...]:
-    """Every non-HC tensor both sides hold, streamed chunk by chunk (bounded memory)."""
-    oa = {t.name: t for t in a.others}
-    shared = [(oa[t.name], t) for t in b.others if t.name in oa]
+def compare_values(a: HcView, b: HcView, *, atol: float, rtol: float, advance: Advance = no_advance,
+                   selection: Selection = Selection(None, None)) -> tuple[ValueRow, ...]:
+    """Every selected non-HC tensor both sides hold, streamed chunk by chunk (bounded memory)."""
     out = []
-    for k, (ta, tb) in enumerate(shared):
-        if progress:
-            progress(k, len(shared), ta.name)
+    for ta, tb in shared_others(a, b, selection):
         comp = component_of(ta.name)
         na, nb = math.prod(ta.shape), math.prod(tb.shape)
+        both, told, seen = ta.nbytes + tb.nbytes, 0, 0  # bytes advanced so far, elements compared
         if ta.shape != tb.shape or na != nb:
+            advance(both, ta.name)
             out.append(ValueRow(ta.name, comp, f"not compared: shape {list(ta.shape)} vs {list(tb.shape)}",
                                 None, None))
             continue
         ca, cb = a.value_chunks(ta.stored_name), b.value_chunks(tb.stored_name)
         if ca is None or cb is None:
             what = ta.dtype if ca is None else tb.dtype
+            advance(both, ta.name)
             out.append(ValueRow(ta.name, comp, f"not compared: {what} values are not decoded here", None, None))
             continue
         mx = mr = 0.0
@@ -316,13 +327,21 @@ def compare_values(a: HcView, b: HcView, *, atol: float, rtol: float,
         for xa, xb in _paired(ca, cb):
             m, r, bad, eq, _ = _compare(xa, xb, atol, rtol)
             mx, mr, beyond, same = max(mx, m), max(mr, r), beyond + bad, same and eq
+            seen += len(xa)
+            now = both * seen // na
+            advance(now - told, ta.name)
+            told = now
+        advance(both - told, ta.name)
         out.append(ValueRow(ta.name, comp, EQUAL if same else (WITHIN if beyond == 0 else DIFFERS), mx, mr))
     return tuple(out)
 
 
 def build_diff(a: HcView, b: HcView, *, atol: float = 0.0, rtol: float = 0.0, tokens: int = SAMPLE_TOKENS,
                seed: int = SAMPLE_SEED, values_all: bool = False,
-               progress: Callable[[int, int, str], None] | None = None) -> DiffReport:
+               progress: Callable[[int, int, str], None] | None = None,
+               layers: frozenset[int] | None = None, sites: frozenset[str] | None = None) -> DiffReport:
+    """layers and sites (None: all) limit the HC comparison and the values compared; the
+    inventory is always of the whole checkpoints."""
     for v, side in ((a, "A"), (b, "B")):
         if not v.hc:
             raise HcError(f"{v.label}: no hyper-connection tensors found (dialect {v.dialect.dialect}); "
@@ -338,12 +357,25 @@ def build_diff(a: HcView, b: HcView, *, atol: float = 0.0, rtol: float = 0.0, to
         raise HcError(why)
     if atol < 0 or rtol < 0 or atol != atol or rtol != rtol:
         raise HcError(f"--atol {atol} / --rtol {rtol}: expected non-negative numbers")
+    selection = Selection(layers, sites)
+    n_layers, n_stages = numbering(a, b)
+    head_mix = any(not t.hc.kind for v in (a, b) for t in v.hc.values())
+    check_selection(selection, n_layers, n_stages, head_mix, "A and B")
     tokens, sampled = sample_tokens(tokens, a.model.hc_mult or b.model.hc_mult, a.model.dim or b.model.dim)
-    rows = compare_hc(a, b, atol=atol, rtol=rtol, tokens=tokens, seed=seed, progress=progress)
-    only_a, only_b, changed, comps = compare_inventory(a, b)
-    values = compare_values(a, b, atol=atol, rtol=rtol, progress=progress) if values_all else None
+    total = sum(hc_bytes(a, b, names) for names in site_groups(a, b, selection).values())
+    total += sum(x.nbytes + y.nbytes for x, y in shared_others(a, b, selection)) if values_all else 0
+    advance = Meter(total, progress) if progress else no_advance
+    rows = compare_hc(a, b, atol=atol, rtol=rtol, tokens=tokens, seed=seed, advance=advance, selection=selection)
+    if not rows:
+        why = " (this family has no head mix)" if sites and "head" in sites and not head_mix else ""
+        raise HcError(f"{selection.describe()}: A and B hold no hyper-connection tensor there to compare{why}")
+    values = compare_values(a, b, atol=atol, rtol=rtol, advance=advance, selection=selection) \
+        if values_all else None
+    differ = {r.name for r in rows if r.status == DIFFERS} | {v.name for v in values or () if v.status == DIFFERS}
+    only_a, only_b, changed, comps = compare_inventory(a, b, differ)
     model = {"hc_mult": a.model.hc_mult or b.model.hc_mult, "n_layers": a.model.n_layers or b.model.n_layers,
              "dim": a.model.dim or b.model.dim, "source_a": a.model.source, "source_b": b.model.source}
     return DiffReport(a.label, b.label, a.dialect.dialect, b.dialect.dialect, model, atol, rtol, tokens, seed,
                       tuple(rows), only_a, only_b, changed, comps, values, a.bytes_read, b.bytes_read,
-                      a.config_note, b.config_note, (sampled,) if sampled else ())
+                      a.config_note, b.config_note, (sampled,) if sampled else (), selection,
+                      len({*a.hc, *b.hc}), len({t.name for t in a.others} & {t.name for t in b.others}))

@@ -41,6 +41,11 @@ _KINDS = ((stat.S_ISLNK, "symbolic link"), (stat.S_ISDIR, "directory"), (stat.S_
           (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket"))
 
 
+class FileExists(HcError):
+    """The target is a regular file and overwriting was not allowed: a caller adds its own way
+    to allow it (a flag) to this message, and to no other."""
+
+
 def checkpoint_root(checkpoint: str | Path | None) -> Path | None:
     """The directory nothing may be written into: the checkpoint directory, or a single-file
     checkpoint's folder; None for nothing given or a hub name (hf://org/name), which has none here."""
@@ -172,7 +177,7 @@ def _refuse_existing(shown: str | Path, dfd: int, name: str, overwrite: bool) ->
         raise HcError(f"{shown}: is a {kind}, not a regular file; expected a new file or a regular file "
                       "to replace (hc never writes through a link or into a device)")
     if not overwrite:
-        raise HcError(f"{shown}: file exists; expected a new file name")
+        raise FileExists(f"{shown}: file exists; expected a new file name")
 
 
 def _create_temporary(dfd: int, name: str) -> tuple[int, str]:

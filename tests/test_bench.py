@@ -91,3 +91,12 @@ def test_host_time_on_the_cpu(hc):
     assert all(x["raw_us"] is None and x["call_us"] > 0 and x["alloc_us"] > 0 for x in host.values())
     table = hc("bench", "--device", "cpu", "--tokens", "64", "--reps", "1", "--warmup", "0", "--iters", "2", "--host")
     assert table.exit_code == 0 and "host time per call" in table.stdout
+
+
+@pytest.mark.parametrize("impl", ["exact", "block", "fast"])
+def test_nothing_to_time_is_the_line_run_kernel_gives(hc, impl):
+    r = hc("bench", "--device", "cpu", "--impl", impl)
+    assert r.exit_code == 2 and r.stdout == ""
+    same = hc("run-kernel", "--device", "cpu", "--impl", impl)
+    assert r.stderr == same.stderr and same.exit_code == 2 and r.stderr.count("\n") == 1
+    assert "runs on CUDA devices only" in r.stderr

@@ -16,3 +16,39 @@ def test_help_renders(command):
 def test_inspect_help_shows_the_hub_form_literally():
     out = run_hc("inspect", "--help").stdout
     assert "[@revision]" in out and "[/subfolder]" in out
+
+
+def _every_command():
+    from hccli.cli.app import register
+
+    out = []
+
+    def walk(group, path):
+        for name, cmd in sorted(getattr(group, "commands", {}).items()):
+            out.append([*path, name])
+            walk(cmd, [*path, name])
+
+    import typer
+
+    walk(typer.main.get_command(register()), [])
+    return out
+
+
+# the value types typer writes for an option or argument; anything else in <...> is a placeholder
+_TYPES = {"<str>", "<int>", "<float>", "<path>", "<int range>", "<float range>"}
+
+
+@pytest.mark.parametrize("command", _every_command(), ids=" ".join)
+def test_help_has_no_unfilled_placeholders(command, monkeypatch):
+    import re
+
+    monkeypatch.setenv("COLUMNS", "250")
+    out = run_hc(*command, "--help").stdout
+    assert not re.findall(r"\{\w+\}", out)  # a required argument as typer writes it: {path}
+    assert set(re.findall(r"<[^<>\s]+(?: range)?>", out)) <= _TYPES  # a parser's name: <parse_dtype>
+    usage = next(line for line in out.splitlines() if "Usage:" in line)
+    assert re.search(r"\[OPTIONS\]( (\[?[A-Z]+\]?|COMMAND \[ARGS\]\.\.\.))*$", usage.strip()), usage
+
+
+def test_every_command_is_covered():
+    assert ["cache", "clear"] in _every_command() and ["inspect"] in _every_command()

@@ -47,3 +47,9 @@ def test_no_number_cut_at_80_columns(config):
         assert f"{n:,}" in human, n
     for key in ("stored_elements_without_scales", "text_path_backbone_params"):  # JSON keys stay whole too
         assert key in human
+
+
+def test_the_head_mix_table_is_not_called_per_layer(hc):
+    out = hc("count-params", SAMPLES / "deepseek-v4-flash.json").stdout
+    assert "The head mix (after the last layer)" in out and "One attention or FFN site (per layer)" in out
+    assert "head mix (per layer)" not in out

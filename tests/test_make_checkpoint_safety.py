@@ -43,6 +43,7 @@ def fail_after(monkeypatch, n, exc):
 def test_a_write_error_leaves_no_outdir(tmp_path, monkeypatch, err, phantom):
     calls = fail_after(monkeypatch, 2, OSError(err, os.strerror(err)))
     out = tmp_path / "parent" / "ck"
+    out.parent.mkdir()
     r = run_hc("make-checkpoint", TINY, out, *(["--phantom"] if phantom else []))
     one_line_error(r, str(out), errno.errorcode[err], "model-00003-of-00014.safetensors", "left as it was")
     assert len(calls) == 2 and all(p.parent != out for p in calls)  # two shards were written, elsewhere
@@ -187,3 +188,15 @@ def test_an_error_while_finishing_or_renaming_leaves_nothing(tmp_path, monkeypat
     monkeypatch.setattr(atomic.os, "rename", rename)
     one_line_error(run_hc("make-checkpoint", TINY, old, "--force"), "EXDEV")
     assert snapshot(old) == before and sorted(p.name for p in tmp_path.iterdir()) == ["ck"]
+
+
+def test_missing_parent_directories_are_not_made(tmp_path):
+    # a typo in the folder must not become a tree of new folders holding a checkpoint
+    r = run_hc("make-checkpoint", SAMPLES / "tiny-v4.1.json", tmp_path / "no" / "such" / "out")
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.strip() == (f"hc: error: {tmp_path}/no/such/out: its parent {tmp_path}/no/such does not exist; "
+                                "expected OUTDIR in an existing directory (create that first)")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "no").mkdir()
+    r = run_hc("make-checkpoint", "--phantom", tmp_path / "no" / "such" / "out")
+    assert r.exit_code == 2 and "does not exist" in r.stderr and list((tmp_path / "no").iterdir()) == []

@@ -234,8 +234,8 @@ def test_kernel_shapes_checked():
 
 # --- the diff figure ---
 
-def test_diff_log_axis_zero_at_floor_nan_at_ceiling(mpl, tmp_path):
-    from hccli.plot.diff import DiffFigureData, DiffRow, plot_diff
+def test_diff_log_axis_with_zero_and_nan_in_strips_of_their_own(mpl, tmp_path):
+    from hccli.plot.diff import STRIP_ROW, DiffFigureData, DiffRow, plot_diff
 
     rows = (DiffRow(0, "attn", "fn", 3e-7), DiffRow(0, "ffn", "fn", 0.0), DiffRow(1, "attn", "base", 2e-4),
             DiffRow(1, "attn", "scale", 0.0), DiffRow(2, "ffn", "base", float("nan")),
@@ -244,25 +244,48 @@ def test_diff_log_axis_zero_at_floor_nan_at_ceiling(mpl, tmp_path):
     drawn = plot_diff(DiffFigureData("a", "b", rows, 1e-5), out)
     assert png_size(out) == expected_pixels(drawn.figure)
     a = drawn.arrays
-    floor, ceiling = a["floor"][0], a["ceiling"][0]
-    assert 0 < floor < 5e-9 and ceiling > 2e-4
     np.testing.assert_array_equal(a["fn/attn/value/y"], [3e-7, 5e-9])
     np.testing.assert_array_equal(a["fn/attn/value/layer"], [0, 2])
-    np.testing.assert_array_equal(a["fn/ffn/zero/y"], [floor])
+    np.testing.assert_array_equal(a["fn/ffn/zero/y"], [STRIP_ROW["fn"]])
     np.testing.assert_array_equal(a["scale/attn/zero/layer"], [1])
-    np.testing.assert_array_equal(a["base/ffn/nonfinite/y"], [ceiling])
-    ax = drawn.figure.axes[0]
+    np.testing.assert_array_equal(a["base/ffn/nonfinite/y"], [STRIP_ROW["base"]])
+    ax, nonfinite, equal = drawn.figure.axes
     assert ax.get_yscale() == "log"
     assert any(list(line.get_ydata()) == [1e-5, 1e-5] for line in ax.get_lines())  # the tolerance line
     lo, hi = ax.get_ylim()
-    assert lo < floor and hi > ceiling  # every point visible
+    assert lo < 5e-9 and hi > 2e-4  # every difference visible
+    # on the log axis only differences: an equal part is no point at a small value there
+    assert sorted(y for line in ax.get_lines() for y in line.get_ydata()) == [5e-9, 3e-7, 1e-5, 1e-5, 2e-4]
+    for strip, words in ((equal, "= 0 (equal)"), (nonfinite, "NaN / Inf")):
+        assert list(strip.get_yticks()) == [] and strip.get_yscale() == "linear"  # no scale to read a value from
+        assert words in [t.get_text() for t in strip.texts]
+    assert equal.get_lines()[0].get_markerfacecolor() == "none"
+
+
+def test_diff_figure_text_does_not_collide_or_leave_the_figure(mpl, tmp_path):
+    from hccli.plot.diff import DiffFigureData, DiffRow, plot_diff
+
+    rows = tuple(DiffRow(layer, site, part, 1e-3 * (1 + layer))
+                 for layer in range(6) for site in ("attn", "ffn", "head") for part in ("fn", "base", "scale"))
+    fig = plot_diff(DiffFigureData("a" * 50, "b" * 50, rows, 2e-3), tmp_path / "d.png").figure
+    r = fig.canvas.get_renderer()
+    legend = fig.legends[0].get_window_extent(r)
+    subtitle = next(t for t in fig.texts if t.get_text().startswith("largest")).get_window_extent(r)
+    assert not legend.overlaps(subtitle)
+    assert not any(legend.overlaps(a.get_window_extent(r)) for a in fig.axes)
+    xlabel = fig.axes[2].xaxis.label.get_window_extent(r)
+    assert legend.y1 < xlabel.y0
+    whole = fig.bbox
+    for text in [fig.axes[0].yaxis.label, *fig.axes[0].get_yticklabels(), *fig.texts, *fig.axes[0].texts]:
+        box = text.get_window_extent(r)
+        assert whole.x0 <= box.x0 and box.x1 <= whole.x1 and box.y1 <= whole.y1, text.get_text()
 
 
 def test_diff_all_equal_and_bad_rows(mpl, tmp_path):
     from hccli.plot.diff import DiffFigureData, DiffRow, plot_diff
 
     drawn = plot_diff(DiffFigureData("a", "b", (DiffRow(0, "attn", "fn", 0.0),), 0.0), tmp_path / "eq.png")
-    assert drawn.arrays["fn/attn/zero/y"][0] == drawn.arrays["floor"][0] > 0
+    assert list(drawn.arrays["fn/attn/zero/layer"]) == [0] and drawn.figure.axes[0].get_lines() == []
     with pytest.raises(HcError, match="fn\\|base\\|scale"):
         DiffFigureData("a", "b", (DiffRow(0, "attn", "weight", 1.0),), 0.0)
     with pytest.raises(HcError, match="tolerance"):
@@ -292,6 +315,21 @@ def test_params_draws_count_params_json(mpl, tmp_path, convention):
     colours = [to_hex(p.get_facecolor()) for p in ax.patches]
     hc_index = list(comps).index(HC_COMPONENT)
     assert colours[hc_index] == HIGHLIGHT and colours.count(HIGHLIGHT) == 1
+
+
+def test_params_labels_are_whole_and_inside_the_figure(mpl, tmp_path):
+    from hccli.plot.params import params_data_from_json, plot_params
+
+    doc = run_hc("count-params", SAMPLES / "deepseek-v4.1-flash.json", "--model", "--json").json()
+    fig = plot_params(params_data_from_json(doc), tmp_path / "p.png").figure
+    groups = [t.get_text() for t in fig.axes[-1].get_yticklabels()]
+    assert groups == [f"{g['label']}: {g['description']}" for g in doc["groups"]]  # no description cut
+    assert any(len(g) > 60 for g in groups)
+    r = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        for t in [*ax.get_yticklabels(), *ax.texts]:
+            box = t.get_window_extent(r)
+            assert 0 <= box.x0 and box.x1 <= fig.bbox.x1, t.get_text()
 
 
 def test_params_without_model_and_bad_convention(mpl, tmp_path):
@@ -348,7 +386,9 @@ def test_unwritable_targets(mpl, tmp_path):
 
 
 def test_missing_matplotlib_gives_the_install_hint(monkeypatch, tmp_path):
-    from hccli.plot import INSTALL_HINT
+    from hccli.extras import install_hint
+
+    INSTALL_HINT = install_hint("plot")
     from hccli.plot.kernel import KernelFigureData, plot_kernel
 
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:

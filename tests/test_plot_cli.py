@@ -187,7 +187,9 @@ def test_bad_plot_file_fails_before_the_command_works(tmp_path, monkeypatch, cmd
 
 @pytest.mark.parametrize("cmd", COMMANDS, ids=lambda c: c[0])
 def test_missing_matplotlib_fails_with_the_hint_before_any_output(tmp_path, monkeypatch, cmd):
-    from hccli.plot import INSTALL_HINT
+    from hccli.extras import install_hint
+
+    INSTALL_HINT = install_hint("plot")
 
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
         monkeypatch.delitem(sys.modules, name)

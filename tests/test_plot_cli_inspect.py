@@ -184,7 +184,9 @@ def test_inspect_bad_plot_fails_before_any_work(tmp_path, monkeypatch, name, wor
 
 
 def test_inspect_plot_without_matplotlib_says_how_to_install(tmp_path, monkeypatch):
-    from hccli.plot import INSTALL_HINT
+    from hccli.extras import install_hint
+
+    INSTALL_HINT = install_hint("plot")
 
     ck = tiny(tmp_path / "ck")
     for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:

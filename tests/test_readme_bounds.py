@@ -6,7 +6,7 @@ import re
 from conftest import ROOT
 
 from hccli import config_bounds, config_quant, config_read, hc_view, inspect_hc, safe_write, vocab
-from hccli.checkpoint import findings, gguf_file, gguf_store, hc, header, store, verify
+from hccli.checkpoint import cache, findings, gguf_file, gguf_store, hc, header, store, verify
 from hccli.kernels import limits
 
 
@@ -39,6 +39,8 @@ def test_bounds_table_matches_the_code():
         "HC sites in a checkpoint": [n(hc.MAX_HC_SITES)],
         "findings of one code `--verify` lists": [n(findings.MAX_FINDINGS_PER_CODE)],
         "HC values `inspect` reads and reports": [n(inspect_hc.MAX_INSPECT_VALUES), n(inspect_hc.PLAIN_SPLIT_BUDGET)],
+        "entries `hc cache list` and `clear` walk": [n(cache.MAX_CACHE_ENTRIES), n(cache.META_PREFIX),
+                                                   n(cache.REF_CAP)],
         "a file written (`--plot`, `--save`, a cache entry)": [n(safe_write.TMP_TRIES), n(safe_write.MAX_WALK)],
         "entries of a config's quantisation block": [n(config_quant.MAX_QUANT_ENTRIES)],
         "the streams of one token count `hc bench --op site-*` builds": [n(limits.MAX_SITE_BENCH_BYTES)],

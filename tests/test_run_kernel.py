@@ -144,6 +144,8 @@ def test_save_golden_vectors(tmp_path):
     (None, ["--impl", "tilelang"], "CUDA GPU"),
     (None, ["--impl", "fastest"], "unknown"),
     (None, ["--layer", "3"], "needs --checkpoint"),
+    (None, ["--checkpoint", "{p}/ck", "--layer", "x"], "--layer 'x': 'x' is not a layer number"),  # as inspect's
+    (None, ["--checkpoint", "{p}/ck", "--layer", "2-3"], "--layer '2-3': expected one layer number"),
     (None, ["--site", "head", "--checkpoint", "{p}/ck", "--layer", "1"], "no Sinkhorn"),
     (None, ["--checkpoint", "{p}/ck", "--layer", "30"], "no hc_attn_* tensors for layer 30"),
     (None, ["--checkpoint", "{p}/ck"], "--layer"),

@@ -175,3 +175,25 @@ def test_the_local_store_protocol(ck):
     with store.source(shard) as src:
         assert src.read(0, 8) == (ck / shard).read_bytes()[:8]
     assert store.header(shard).file_size == (ck / shard).stat().st_size
+
+
+@pytest.mark.parametrize("config", ["beside", "tiny-v4.1.hf.json", "deepseek-v4-pro.json", "deepseek-v4.1-flash.hf.json"])
+def test_a_config_named_as_the_checkpoint_is_called_a_config(ck, tmp_path, config):
+    from conftest import SAMPLES
+
+    path = ck / "config.json" if config == "beside" else SAMPLES / config
+    for args in (("inspect", path), ("inspect", path, "--verify"), ("diff", path, ck),
+                 ("run-kernel", "--checkpoint", path, "--layer", "1")):
+        line = one_error(run_hc(*args), f"{path}: is a model config, not a checkpoint",
+                         f"hc count-params {path}", "--config")
+        assert "weight_map" not in line, args
+    # JSON that is neither keeps the index's own words
+    odd = tmp_path / "odd.json"
+    odd.write_text(json.dumps({"metadata": {}, "weights": {}}))
+    one_error(run_hc("inspect", odd), "key 'weight_map': expected an object")
+
+
+def test_the_not_found_line_names_every_kind_hc_reads(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    one_error(run_hc("inspect", "./nothing"), "expected a checkpoint directory, an index .json, a .safetensors file, "
+              "a .gguf file (or the first of a split set), or a hub repository hf://org/name")

@@ -150,6 +150,9 @@ def test_plot_replaces_a_regular_file_save_only_with_force(tmp_path, mpl, torch)
     assert run_hc(*KERNEL, "--save", st, "--force").exit_code == 0
     assert st.read_bytes() != b"old"
     no_temporaries(tmp_path)
+    # the hint belongs to that refusal alone, whatever the path's words
+    odd = tmp_path / "file exists" / "g.safetensors"
+    assert _refusal(tmp_path, KERNEL, "--save", odd) == (f"directory {odd.parent} does not exist")
 
 
 def _attacker(target, victim):

@@ -8,6 +8,7 @@ file or a GGUF fits the same protocol (a store of one file); no caller asks "is 
 
 from __future__ import annotations
 
+import json
 import os
 from abc import ABC, abstractmethod
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any, NamedTuple
 from hccli.checkpoint.header import Header, read_header
 from hccli.checkpoint.source import ByteSource, LocalFile, SourceError, one_line, read_small_file
 from hccli.errors import HcError
+from hccli.config_keys import HUB_KEYS
 from hccli.config_read import MAX_CONFIG_BYTES
 from hccli.vocab import INDEX_NAME
 
@@ -120,7 +122,7 @@ def open_store(text: str) -> Opened:
     ref = parse_repo_spec(text, bare_allowed=True)
     if ref is None:
         raise HcError(f"{nowhere}; expected a checkpoint directory, an index .json, a .safetensors file, "
-                      "or a hub repository hf://org/name")
+                      "a .gguf file (or the first of a split set), or a hub repository hf://org/name")
     try:
         hub = open_hub(ref)
         return Opened(hub, "hub", INDEX_NAME, hub.label)
@@ -133,4 +135,25 @@ def read_index_bytes(store: Store, name: str, required: bool) -> bytes | None:
     if raw is None and required:
         raise SourceError(f"{one_line(store.display(name))}: no such file; expected a model.safetensors.index.json",
                           "not_found")
+    if required and raw is not None and _is_model_config(raw):
+        shown = one_line(store.display(name))
+        raise HcError(f"{shown}: is a model config, not a checkpoint; expected a checkpoint directory or its "
+                      f"model.safetensors.index.json (count a config's parameters with hc count-params {shown}; "
+                      "give it to inspect as --config, to diff as --config-a/--config-b)")
     return raw
+
+
+# Keys of a model config that no safetensors index has at its top level.
+_CONFIG_KEYS = frozenset({*HUB_KEYS, *HUB_KEYS.values(), "model_type", "architectures", "text_config", "hc_mult"})
+
+
+def _is_model_config(raw: bytes) -> bool:
+    """A JSON object without a weight_map and with a config's keys (a config.json named as the
+    checkpoint); cheap for an index, which names weight_map before its 100k names end."""
+    if b'"weight_map"' in raw or len(raw) > CONFIG_CAP:
+        return False
+    try:
+        doc = json.loads(raw)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(doc, dict) and not _CONFIG_KEYS.isdisjoint(doc)

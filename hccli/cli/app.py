@@ -20,7 +20,7 @@ _gc_on = gc.isenabled()
 gc.disable()
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from hccli import __version__
 from hccli.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, HcError
@@ -80,7 +80,28 @@ class _HcGroup(TyperGroup):
             raise typer.Exit(code) from None
 
 
-app = typer.Typer(
+class _HcCommand(TyperCommand):
+    def collect_usage_pieces(self, ctx):
+        # arguments as click names them (PATH, [CONFIG]): typer writes a required one as {path},
+        # which reads as a placeholder left unfilled
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if isinstance(param, TyperArgument):
+                name = (param.metavar or param.name or "").upper()
+                pieces.append(name if param.required else f"[{name}]")
+            else:
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
+
+
+class HcTyper(typer.Typer):
+    """The root app and its sub-apps (`hc cache`): every command gets the usage line above."""
+
+    def command(self, *args, cls=None, **kwargs):
+        return super().command(*args, cls=cls or _HcCommand, **kwargs)
+
+
+app = HcTyper(
     name="hc",
     cls=_HcGroup,
     help=(
@@ -122,6 +143,7 @@ COMMANDS = {
     "diff": "diff",
     "run-site": "run_site",
     "check-port": "check_port",
+    "cache": "cache",
 }
 _registered: set[str] = set()
 

@@ -25,7 +25,7 @@ Exit status: 0 the port matches within float32 rounding, 1 it departs, 2 bad inp
 def check_port_cmd(
     port: Annotated[Path, typer.Argument(callback=_input_file("PORT"), show_default=False,
                                          help="A .safetensors file of the port's outputs for GOLDEN's inputs "
-                                              "({layer}.{site}.{step}, any subset of the steps).")],
+                                              "(LAYER.SITE.STEP, any subset of the steps).")],
     golden: Annotated[Path, typer.Option("--golden", callback=_input_file("--golden"), show_default=False,
                                          help="Golden site vectors written by `hc run-site --save`.")],
     json_out: JsonOpt = False,

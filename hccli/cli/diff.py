@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from hccli.cli.app import app
-from hccli.cli.options import JsonOpt, PlotOpt
+from hccli.cli.options import JsonOpt, LayersOpt, PlotOpt, SitesOpt
 
 EPILOG = """Examples:
 
@@ -17,6 +17,8 @@ EPILOG = """Examples:
   hc diff release/ converted/ --values all                   # every shared tensor too, streamed
 
   hc diff release/ model-q8.gguf --plot diff.png              # and a picture: max |a - b| per site
+
+  hc diff release/ converted/ --layers 20-23 --site attn --values all   # only those layers' attention
 """
 
 
@@ -37,6 +39,8 @@ def diff_cmd(
                         ] = None,
     config_b: Annotated[Optional[Path], typer.Option("--config-b", help="config.json for B (default: beside it).")
                         ] = None,
+    layers: LayersOpt = None,
+    sites: SitesOpt = None,
     limit: Annotated[int, typer.Option("--limit", help="HC rows to print (worst first).", min=1)] = 20,
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
@@ -48,6 +52,8 @@ def diff_cmd(
     difference, and the effect: the pre/post weights and comb matrix the base alone
     gives, and those that seeded sample hidden states give through each side's
     site. Names are compared in canonical (release) form, so any two dialects mix.
+    --layers and --site limit the HC comparison and --values all to those layers
+    and sites (numbered as everywhere: stages after the backbone, the head mix last).
     Exit 0 when every HC value is within --atol/--rtol, 1 when not, 2 when a side
     cannot be read, spells one tensor twice or the two are different models. Never writes anything.
     """
@@ -70,9 +76,10 @@ def diff_cmd(
         config_warning(va.config_note)
         with open_view(b, config_b) as vb:
             config_warning(vb.config_note)
-            with progress_bar("comparing", enabled=not json_out) as tick:
+            with progress_bar("comparing", enabled=not json_out, in_bytes=True) as tick:
                 report = build_diff(va, vb, atol=atol, rtol=rtol, tokens=tokens, seed=seed,
-                                    values_all=values == "all", progress=tick)
+                                    values_all=values == "all", progress=tick, layers=layers,
+                                    sites=frozenset(sites) if sites else None)
     if json_out:
         emit_json(report.to_json())
     else:

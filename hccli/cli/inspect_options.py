@@ -38,7 +38,7 @@ LayerOpt = Annotated[Optional[frozenset], typer.Option(
     "--layer", "-l", parser=_layers("--layer"), metavar="LAYERS",
     help="List tensors of these layers (3, 2-7, 2,8,14; stages after the backbone).")]
 DtypeOpt = Annotated[Optional[str], typer.Option(
-    "--dtype", parser=parse_dtype, help="List tensors of this dtype, e.g. F32.")]
+    "--dtype", parser=parse_dtype, metavar="DTYPE", help="List tensors of this dtype, e.g. F32.")]
 TensorsOpt = Annotated[bool, typer.Option("--tensors", help="List every tensor (up to --limit).")]
 LimitOpt = Annotated[int, typer.Option("--limit", help="Rows of the tensor list to print.", min=1)]
 HcLayerOpt = Annotated[Optional[frozenset], typer.Option(

@@ -13,6 +13,7 @@ from typing import Annotated, List, Optional
 
 import typer
 
+from hccli.cli.specs import parse_layers
 from hccli.errors import HcError
 from hccli.kernels.limits import MAX_HC_MULT, MAX_SINKHORN_ITERS
 from hccli.kernels.registry import ALIASES, IMPL_NAMES
@@ -59,6 +60,14 @@ def _input_file(flag: str):
     return check
 
 
+def _one_layer(text: str) -> int:
+    # the layer-spec parser of every command, so that `--layer x` reads as it does for inspect
+    layers = parse_layers(text, "--layer")
+    if len(layers) != 1:
+        raise HcError(f"--layer {text!r}: expected one layer number (run-kernel runs one site)")
+    return next(iter(layers))
+
+
 def _site(value: str) -> str:
     if value not in ("attn", "ffn"):
         raise HcError(f"--site {value!r}: the split-Sinkhorn op runs at the attn and ffn sites "
@@ -100,4 +109,5 @@ CompareOpt = Annotated[Optional[Path], typer.Option(
     help="Re-run the inputs of a --save file and compare each output with the stored one (exit 1 beyond --atol).")]
 SiteOpt = Annotated[str, typer.Option("--site", "-s", callback=_site, help="attn or ffn.")]
 LayerOpt = Annotated[Optional[int], typer.Option(
-    "--layer", "-l", callback=_at_least("--layer", 0), help="Layer of --checkpoint (stages after the backbone).")]
+    "--layer", "-l", parser=_one_layer, metavar="LAYER",
+    help="Layer of --checkpoint (stages after the backbone).")]

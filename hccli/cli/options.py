@@ -96,5 +96,5 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document f
 PlotOpt = Annotated[Optional[Path], typer.Option(
     # readable=False: the file is written, never read (click's readable check follows a link)
     "--plot", callback=plot_callback, metavar="FILE", show_default=False, readable=False,
-    help="Also draw a picture into FILE, .png or .svg by its extension (needs matplotlib: "
-         "pip install 'hccli\\[plot]').")]
+    help="Also draw a picture into FILE, .png or .svg by its extension (needs matplotlib, hccli's "
+         "plot extra).")]

@@ -169,19 +169,23 @@ class _NoProgress:
 
 
 @contextmanager
-def progress_bar(description: str, enabled: bool = True, *, thread: bool = True) -> Iterator[Callable[..., None]]:
+def progress_bar(description: str, enabled: bool = True, *, thread: bool = True,
+                 in_bytes: bool = False) -> Iterator[Callable[..., None]]:
     """A transient progress bar on stderr; yields tick(done, total, what="").
 
     Shown only on a terminal, so that pipes and tests see clean output. thread=False: redrawn at
     each tick instead of by a refresh thread, so that the work inside may fork (checkpoint/beside.py
-    forks only in a process of one thread)."""
+    forks only in a process of one thread). in_bytes: done and total are bytes, shown as such with
+    the time left (work of very unequal items, where a count of them would say little)."""
     if not enabled or not err_console().is_terminal:
         yield _NoProgress()
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn,
+                               TimeElapsedColumn, TimeRemainingColumn)
 
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=err_console(), transient=True, auto_refresh=thread) as prog:
+    columns = [TextColumn("{task.description}"), BarColumn(), DownloadColumn() if in_bytes else MofNCompleteColumn(),
+               TimeElapsedColumn(), *([TimeRemainingColumn()] if in_bytes else [])]
+    with Progress(*columns, console=err_console(), transient=True, auto_refresh=thread) as prog:
         task = prog.add_task(description, total=None)
 
         def tick(done: int, total: int, what: str = "") -> None:

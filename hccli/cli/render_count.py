@@ -120,8 +120,11 @@ def _per_site(r: CountReport) -> Iterator[Any]:
     if "attn" in per and per.get("ffn") == per["attn"]:  # the usual case: show one table for both
         per = {"attn+ffn": per["attn"], **{k: v for k, v in per.items() if k not in ("attn", "ffn")}}
     for site, info in per.items():
-        title = "One attention or FFN site" if site == "attn+ffn" else f"One {SITE_TITLES[site]}"
-        t = _table(f"{title} (per layer)", ("component", TEXT), ("calculation", DATA), ("parameters", NUMBER))
+        if site == "head":  # one for the model, after its last layer (and one in each stage that has a head)
+            title = "The head mix (after the last layer)"
+        else:
+            title = ("One attention or FFN site" if site == "attn+ffn" else f"One {SITE_TITLES[site]}") + " (per layer)"
+        t = _table(title, ("component", TEXT), ("calculation", DATA), ("parameters", NUMBER))
         for comp, n in info.params.items():
             _add(t, f"{HC_TITLES[comp]} ({comp})", info.detail[comp], _n(n))
         _add(t, "[bold]site total[/]", "", f"[bold]{_n(info.total)}[/]")

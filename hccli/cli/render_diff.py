@@ -65,6 +65,10 @@ def _header(r: DiffReport) -> Iterator[Any]:
                "side's whole site (s)")
     for n in r.notes:
         yield markup(f"[yellow]note:[/] {safe(n)}")
+    if not r.selection.everything:
+        others = "" if r.values is None else f", the values of {len(r.values):,} of {r.shared_others:,} other shared tensors"
+        yield Text(f"selected {r.selection.describe()}: {r.hc_compared:,} of {r.hc_tensors:,} HC tensors{others}; "
+                   "the inventory is of the whole checkpoints")
 
 
 def _types(x) -> str:
@@ -118,13 +122,21 @@ def _values(r: DiffReport, limit: int) -> Iterator[Any]:
     if r.values is None:
         return
     bad = [v for v in r.values if v.status not in (EQUAL, WITHIN)]
-    t = Table(show_edge=False, title=f"Values of the {len(r.values):,} shared tensors: {len(bad):,} not equal",
-              title_justify="left")
+    unread = sum(v.status not in (EQUAL, WITHIN, DIFFERS) for v in r.values)
+    title = (f"Values of {r.hc_compared + len(r.values):,} tensors ({r.hc_compared:,} HC, above, and "
+             f"{len(r.values):,} others): {r.not_kept:,} not kept{' (exit 1)' if r.not_kept else ''}"
+             f"{f', {unread:,} others not compared' if unread else ''}")
+    yield Text(title)  # not the table's title: that wraps at the table's width
+    if not bad:
+        return
+    t = Table(show_edge=False)
     for col in ("tensor", "component", "status", "max abs", "max rel"):
         t.add_column(col)
     for v in bad[:limit]:
         t.add_row(safe(v.name), v.component, safe(v.status), _g(v.max_abs), _g(v.max_rel))
     yield t
+    if len(bad) > limit:
+        yield Text(f"... {len(bad) - limit:,} more not equal (--limit N, or --json for all)")
 
 
 def renderables(r: DiffReport, limit: int = 20) -> list[Any]:

@@ -132,11 +132,14 @@ def run_kernel_cmd(
     where = _site(checkpoint, layer, site)
     protect = Path(checkpoint) if checkpoint else None
     if save is not None:
+        from hccli.safe_write import FileExists
+
         try:
             check_save_target(save, force=force, protect=protect)
+        except FileExists as exc:
+            raise HcError(f"--save {exc.message} (or pass --force)") from None
         except HcError as exc:
-            raise HcError(f"--save {exc.message}" + (" (or pass --force)" if "file exists" in exc.message else ""),
-                          ) from None
+            raise HcError(f"--save {exc.message}") from None
     if plot is not None and checkpoint is not None:
         from hccli.cli.options import check_plot
 

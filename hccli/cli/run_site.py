@@ -63,7 +63,7 @@ def run_site_cmd(
              "or a float32 .npy.")] = None,
     sublayer: Annotated[str, typer.Option(
         "--sublayer", callback=_sublayer, help="The sub-layer's output f at each site: zero (pure stream mixing), "
-        "random (seeded), or a .safetensors file of `{layer}.{site}.f` (or one `f`).")] = "random",
+        "random (seeded), or a .safetensors file of `LAYER.SITE.f` (or one `f`).")] = "random",
     impl: Annotated[str, typer.Option("--impl", callback=_choice("--impl", IMPLS), help="numpy (the reference, "
                                       "CPU), or torch / a kernel of run-kernel: the torch path, the split through "
                                       "that kernel.")] = "numpy",

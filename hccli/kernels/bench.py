@@ -245,6 +245,12 @@ def run_bench(
     skipped: dict[str, str] = {}
     names = tuple(n for n in ALL_IMPLS if n in impls)  # reference first: the others compare with it
     launchers = _impl_launchers(torch, names, hc, sinkhorn_iters, eps, cuda, skipped, max(tokens))
+    if not launchers:  # nothing can be timed here: say why as run-kernel does for the same --impl
+        from hccli.kernels.registry import resolve_impl
+
+        for name in names:
+            resolve_impl(name, dev, hc)
+        raise HcError(f"nothing to time on {dev}: {'; '.join(f'{n} {why}' for n, why in skipped.items())}")
     ref_name = "block" if "block" in launchers else ("torch" if "torch" in launchers else None)
     samples = timer(torch, cuda)
     copy_gbps = copy_bandwidth(torch, dev, (1 << 30) if cuda else (256 << 20))

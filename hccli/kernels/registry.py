@@ -28,12 +28,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from hccli.errors import HcError
+from hccli.extras import install_hint
 from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
 
 IMPL_NAMES = ("auto", "exact", "fast", "block", "torch")
 KERNEL_NAMES = ("block", "exact", "fast")  # the tilelang kernels
 ALIASES = {"tilelang": "block"}  # the README once said --impl tilelang
-INSTALL_HINT = "pip install 'hccli[kernel]'"
 SITE_OPS = ("site_pre", "site_write")  # the site's tilelang kernels, by name
 
 
@@ -110,7 +110,7 @@ def _import_torch() -> Any:
     try:
         import torch
     except ImportError as exc:
-        raise HcError(f"running the kernel needs torch, which is not installed ({exc}): {INSTALL_HINT}") from None
+        raise HcError(f"running the kernel needs torch, which is not installed ({exc}): {install_hint('kernel')}") from None
     return torch
 
 
@@ -170,7 +170,7 @@ def resolve_impl(name: str = "auto", device: str | None = None, hc_mult: int | N
             raise HcError(f"{what} needs a CUDA GPU, and torch sees none (use the torch reference)")
         problem = tilelang_problem()
         if problem:
-            raise HcError(f"{what} needs tilelang, which does not import ({problem}): {INSTALL_HINT}")
+            raise HcError(f"{what} needs tilelang, which does not import ({problem}): {install_hint('kernel')}")
         if hc_mult is not None:
             check_kernel_supports(name, hc_mult)
         return KernelImpl(name, dev or "cuda:0", f"{name}: {what} on {dev or 'cuda:0'}, as asked")

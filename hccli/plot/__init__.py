@@ -18,7 +18,6 @@ import numpy as np
 
 from hccli.errors import HcError
 
-INSTALL_HINT = "pip install 'hccli[plot]'"
 FORMATS = {".png": "png", ".svg": "svg"}
 DPI = 100  # with figure sizes in whole inches, a PNG is figsize x 100 pixels exactly
 _TEXT_LIMIT = 120  # labels from files are cut here: a title is no place for a 10 kB name
@@ -50,7 +49,9 @@ def require_matplotlib() -> Any:
         import matplotlib.figure  # noqa: F401  (the figure module is what the plots use)
         import matplotlib.style  # noqa: F401
     except ImportError as e:
-        raise HcError(f"plotting needs matplotlib, which is not installed: {INSTALL_HINT}") from e
+        from hccli.extras import install_hint
+
+        raise HcError(f"plotting needs matplotlib, which is not installed: {install_hint('plot')}") from e
     return matplotlib
 
 

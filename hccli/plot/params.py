@@ -72,7 +72,7 @@ def params_data_from_json(doc: Any, convention: str = "logical_params", where: s
     parts = [Bar(f"{clean_text(str(ln.get('component')), 12)} ({clean_text(str(ln.get('site')), 8)})",
                  as_float(ln.get("total"), f"{where}: key 'selection.lines[{i}].total'"), True)
              for i, ln in enumerate(_list(doc.get("selection", {}).get("lines"), f"{where}: key 'selection.lines'"))]
-    groups = [Bar(f"{clean_text(str(g.get('label')), 16)}: {clean_text(str(g.get('description')), 48)}",
+    groups = [Bar(f"{clean_text(str(g.get('label')), 16)}: {clean_text(str(g.get('description')), 96)}",
                   as_float(g.get("hc_params"), f"{where}: key 'groups[{i}].hc_params'"), g.get("kind") == "stages")
               for i, g in enumerate(_list(doc.get("groups"), f"{where}: key 'groups'"))]
     return ParamsFigureData(title, convention, tuple(comps), tuple(parts), tuple(groups))
@@ -106,6 +106,9 @@ def _panel(ax: Any, bars: tuple[Bar, ...], colour_on: str, title: str, xlabel: s
     return np.array([b.get_width() for b in drawn], dtype=np.float64)
 
 
+BARS_WIDTH = 6.2  # inches of the bars' axes, whatever the labels beside them take
+
+
 def draw_params(data: ParamsFigureData) -> Drawn:
     """The figure, unsaved. Call inside plot_style() (plot_params does)."""
     panels = [p for p in (
@@ -116,15 +119,26 @@ def draw_params(data: ParamsFigureData) -> Drawn:
     ) if p[1]]
     heights = [0.9 + 0.2 * len(p[1]) for p in panels]
     height = math.ceil(0.8 + sum(heights))
-    width = 11
-    fig = new_figure(width, height)
+    fig = new_figure(11, height)
     fig.suptitle(clean_text(data.title), x=0.02, ha="left", fontsize=10, parse_math=False)
     arrays: dict[str, np.ndarray] = {}
+    axes = []
     y = 0.8
     for (key, bars, colour, title, xlabel), h in zip(panels, heights):
-        ax = fig.add_axes([3.6 / width, 1 - (y + h - 0.55) / height, (width - 4.8) / width, (h - 0.9) / height])
+        ax = fig.add_axes([0.3, 1 - (y + h - 0.55) / height, 0.6, (h - 0.9) / height])
         arrays[key] = _panel(ax, bars, colour, title, xlabel)
+        axes.append(ax)
         y += h
+    # room on the left for the longest bar label as drawn (a group's description is long), never less
+    # than before; the bars keep their width, the figure grows
+    renderer = fig.canvas.get_renderer()
+    labels = max(t.get_window_extent(renderer).width for ax in axes for t in ax.get_yticklabels()) / fig.dpi
+    left = max(3.6, labels + 0.4)
+    width = math.ceil(left + BARS_WIDTH + 1.2)
+    fig.set_size_inches(width, height)
+    for ax in axes:
+        box = ax.get_position()
+        ax.set_position([left / width, box.y0, BARS_WIDTH / width, box.height])
     return Drawn(fig, arrays)
 
 
