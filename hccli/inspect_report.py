@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -226,24 +226,6 @@ def _build_tree(ckpt: Checkpoint) -> list[TreeNode]:
     return build_tree_columns(_columns(ckpt))
 
 
-def _tree_doc(ckpt: Checkpoint) -> list:
-    """The tree as JSON-able lists, as a forked child hands it back."""
-    def doc(n: TreeNode) -> list:
-        return [n.label, n.count, n.detail, [doc(c) for c in n.children]]
-
-    return [doc(n) for n in _build_tree(ckpt)]
-
-
-def _node(d: list) -> TreeNode:
-    label, count, detail, children = d
-    return TreeNode(label, count, detail, [_node(c) for c in children])
-
-
-# From this many tensors on, the tree people see is built by a forked child while this process
-# works out the rest of the report (checkpoint/beside.py): ~80 ms of V4.1-Flash's 96k names.
-TREE_BESIDE_MIN_TENSORS = 20_000
-
-
 @record(frozen=False)
 class InspectReport:
     ckpt: Checkpoint
@@ -257,7 +239,6 @@ class InspectReport:
     hc: list[HcEntry]
     findings: list[Finding] | None
     hc_sites: int = 0  # HC sites found by name; those whose tensors yield no values are not in `hc`
-    tree_job: Any = field(default=None, repr=False, compare=False)  # the tree, being built beside
 
     @property
     def tensors(self) -> dict:
@@ -266,8 +247,6 @@ class InspectReport:
 
     def tree(self) -> list[TreeNode]:
         # only people see the tree; --json never pays for it
-        if self.tree_job is not None:
-            return [_node(n) for n in self.tree_job.result()]
         return _build_tree(self.ckpt)
 
     @property
@@ -352,37 +331,16 @@ def build_inspect(
     run_verify: bool = False,
     hc_layers: Collection[int] | None = None,
     progress: Callable[[int, int], None] | None = None,
-    tree: bool = False,
 ) -> InspectReport:
     """`layers` selects tensors to list and `hc_layers` HC sites to read, by layer number
-    (stages after the backbone, the root head mix last); `dtype` as headers spell it. tree: the
-    caller shows the tree (built beside the rest where that pays)."""
-    ckpt = open_checkpoint(path, config=config, progress=progress, index_digest=run_verify)
-    job = hc_check = None
-    sites = find_hc(ckpt)
-    try:
-        if run_verify:
-            from hccli.checkpoint.verify import start_hc_check
-
-            hc_check = start_hc_check(ckpt, sites)  # the NaN/Inf scan, beside all that follows
-        if tree:
-            from hccli.checkpoint.beside import Beside
-
-            many = sum(len(s.header.columns.names) for s in ckpt.readable()) >= TREE_BESIDE_MIN_TENSORS
-            job = Beside(lambda: _tree_doc(ckpt), worth=many, timeout_s=60)
-        report = _report(ckpt, sites, name_glob, layers, dtype, list_tensors, hc_check, hc_layers)
-    except BaseException:
-        for started in (job, hc_check):
-            if started is not None:
-                started.close()
-        raise
-    report.tree_job = job
-    return report
+    (stages after the backbone, the root head mix last); `dtype` as headers spell it."""
+    ckpt = open_checkpoint(path, config=config, progress=progress)
+    return _report(ckpt, find_hc(ckpt), name_glob, layers, dtype, list_tensors, run_verify, hc_layers)
 
 
 def _report(ckpt: Checkpoint, sites: list[HcSiteTensors], name_glob: str | None, layers: Collection[int] | None,
-            dtype: str | None, list_tensors: bool, hc_check: Any, hc_layers: Collection[int] | None) -> InspectReport:
-    """hc_check: verify's HC checks, started (verify runs), or None."""
+            dtype: str | None, list_tensors: bool, run_verify: bool, hc_layers: Collection[int] | None
+            ) -> InspectReport:
     n_layers, n_stages = layer_counts(ckpt, ckpt.all_names() if ckpt.config is None else ())
     for what, chosen in (("the tensor list", layers), ("the HC sites", hc_layers)):
         if chosen is not None:
@@ -404,6 +362,7 @@ def _report(ckpt: Checkpoint, sites: list[HcSiteTensors], name_glob: str | None,
             if layers is not None and _layer_of(canonical(name), n_layers) not in layers:
                 continue
             rows.append(TensorRow(name, t.dtype, t.shape, t.nbytes, shard.file, t.abs_begin))
+    all_sites = sites
     if hc_layers is not None:
         have = sorted({s.layer for s in sites})
         sites = [s for s in sites if s.layer in hc_layers]
@@ -411,11 +370,11 @@ def _report(ckpt: Checkpoint, sites: list[HcSiteTensors], name_glob: str | None,
             where = f"HC sites at layers {format_ranges(have)}" if have else "no hc_* tensors"
             raise HcError(f"{ckpt.label}: no HC sites at layer {format_ranges(sorted(hc_layers))}; "
                           f"this checkpoint has {where}")
-    entries = read_hc_entries(ckpt, sites)  # (before verify: the scan goes on meanwhile)
+    entries = read_hc_entries(ckpt, sites)
     findings = None
-    if hc_check is not None:
+    if run_verify:
         from hccli.checkpoint.verify import verify
 
-        findings = verify(ckpt, hc=hc_check)
+        findings = verify(ckpt, sites=all_sites)
     return InspectReport(ckpt, n_tensors, n_layers, n_stages, stored, logical, dtypes, rows,
                          entries, findings, len(sites))

@@ -11,7 +11,7 @@ from itertools import chain, repeat
 from operator import eq
 from typing import Any
 
-from hccli.checkpoint.shardset import Checkpoint, Index
+from hccli.checkpoint.shardset import Checkpoint
 
 
 def all_readable(ckpt: Checkpoint) -> bool:
@@ -28,22 +28,6 @@ def index_agrees(ckpt: Checkpoint, wm: dict[str, str]) -> bool:
     if len(wm) != sum(len(s.header.names) for s in ckpt.shards):
         return False
     return each_shard_named(ckpt, wm)
-
-
-def digest_agrees(ckpt: Checkpoint, idx: Index) -> bool:
-    """index_agrees without the weight_map, where the child that parsed the index left its digest
-    (shardset.name_digest): each readable shard holds as many names as the index gives its file,
-    with the same sum of hash(); the counts add up to the whole index (so it gives no name to a
-    file that is not a readable shard); and no name is in two shards. False: no digest, or a
-    difference, and index_agrees decides (and verify's per-name paths word what differs)."""
-    digest = idx.digest
-    if digest is None or not all_readable(ckpt) or not ckpt.names_unique():
-        return False
-    shards = ckpt.shards
-    if sum(n for n, _ in digest.values()) != sum(len(s.header.names) for s in shards):
-        return False
-    # (a header's names are hashed once already, by names_unique: hash() reads the cached value)
-    return all(digest.get(s.file) == [len(s.header.names), sum(map(hash, s.header.names))] for s in shards)
 
 
 def each_shard_named(ckpt: Checkpoint, wm: dict[str, str]) -> bool:

@@ -11,10 +11,10 @@ Layout: 8-byte little-endian header length N, N bytes of UTF-8 JSON, then the
 data buffer, which the tensors' data_offsets (relative to the buffer) must tile
 from 0 to the end of the file without gap or overlap.
 
-Two paths give one verdict. The fast path (header_fast.py) takes the ordinary header
-(entries of exactly dtype, shape, data_offsets) at the speed of C decoding (msgspec when
-installed, else json) and declines anything else; the careful path (header_careful.py)
-applies every rule one by one, and alone words the errors.
+Two paths give one verdict. The fast accept (header_fast.py) takes the ordinary header
+(entries of exactly dtype, shape, data_offsets) at the speed of msgspec's C decoding and
+declines anything else; the careful path (header_careful.py) applies every rule one by one,
+and alone words the errors.
 """
 
 from __future__ import annotations
@@ -266,7 +266,7 @@ def read_header(source: ByteSource) -> Header:
 
 
 def _parse_body(body: bytes, file_size: int, name: str) -> Header:
-    from hccli.checkpoint.header_fast import msgspec_installed, parse_fast, parse_fast_json
+    from hccli.checkpoint.header_fast import parse_fast
 
     with gc_paused():
         header = parse_fast(body, len(body), file_size, name)
@@ -277,10 +277,6 @@ def _parse_body(body: bytes, file_size: int, name: str) -> Header:
         except UnicodeDecodeError as exc:
             raise HeaderError(name, "bad_utf8", f"header is not valid UTF-8 (byte 0x{body[exc.start]:02x} at file"
                               f" offset {N_LEN + exc.start}), expected UTF-8 JSON") from None
-        if not msgspec_installed():
-            header = parse_fast_json(text, len(body), file_size, name)
-            if header is not None:
-                return header
         # Anything unusual, valid or not, is judged and worded by the careful path.
         from hccli.checkpoint.header_careful import parse_careful
 
@@ -305,10 +301,3 @@ def gc_paused() -> Iterator[None]:
         yield
     finally:
         gc.enable()
-
-
-def _parse_fast(text: str, n: int, file_size: int, name: str) -> Header | None:
-    """The standard library's fast path (header_fast.parse_fast_json), as the tests call it."""
-    from hccli.checkpoint.header_fast import parse_fast_json
-
-    return parse_fast_json(text, n, file_size, name)

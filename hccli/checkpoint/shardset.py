@@ -10,12 +10,9 @@ cannot be read at all raises HcError (exit 2). The same steps serve every store.
 from __future__ import annotations
 
 import json
-import os
 import re
-import sys
 import threading
-from collections import Counter
-from dataclasses import field, replace
+from dataclasses import field
 from itertools import chain, repeat
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
@@ -42,47 +39,16 @@ class Shard:
     indexed: bool = True
 
 
+@record
 class Index:
-    """A parsed model.safetensors.index.json: the shard files it names (in first-named order),
-    metadata.total_size, the metadata, and the weight_map, which may be parsed on first use (when
-    another process parsed the index for the files and totals alone: see _index_beside)."""
+    """A parsed model.safetensors.index.json: the weight_map, metadata.total_size, the metadata,
+    and the shard files it names (in first-named order)."""
 
-    def __init__(self, path: Path | str, weight_map: dict[str, str] | Callable[[], dict[str, str]],
-                 total_size: int | None, metadata: dict, files: list[str] | None = None,
-                 digest: dict[str, list[int]] | None = None):
-        self.path, self.total_size, self.metadata = path, total_size, metadata
-        # file -> [names the weight_map gives it, the sum of their hash()]: see name_digest
-        self.digest = digest
-        if callable(weight_map):
-            self._load: Callable[[], dict[str, str]] | None = weight_map
-            self._weight_map: dict[str, str] | None = None
-            assert files is not None
-        else:
-            self._load, self._weight_map = None, weight_map
-        self.files = list(dict.fromkeys(self.weight_map.values())) if files is None else files
-
-    @property
-    def parsed(self) -> bool:
-        """Whether the weight_map has been parsed in this process."""
-        return self._weight_map is not None
-
-    @property
-    def weight_map(self) -> dict[str, str]:
-        if self._weight_map is None:
-            assert self._load is not None
-            self._weight_map = self._load()
-        return self._weight_map
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Index):
-            return NotImplemented
-        return (self.path, self.total_size, self.metadata, self.files, self.weight_map) == (
-            other.path, other.total_size, other.metadata, other.files, other.weight_map)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"Index({self.path!r}, {len(self.files)} files, total_size={self.total_size})"
+    path: Path | str
+    weight_map: dict[str, str]
+    total_size: int | None
+    metadata: dict
+    files: list[str]
 
 
 @record(frozen=False)
@@ -194,7 +160,7 @@ def parse_index(raw: bytes, path: Path | str, shard_files: list[str] | None = No
     if total is not None and (not isinstance(total, int) or isinstance(total, bool) or not 0 <= total < 2**64):
         raise HcError(f"{where}: key 'metadata.total_size': expected a non-negative integer below 2**64, got "
                       f"{one_line(repr(total), 40)}")
-    return Index(path, wm, total, meta)
+    return Index(path, wm, total, meta, list(dict.fromkeys(wm.values())))
 
 
 def _parse_index_careful(raw: bytes, where: str) -> tuple[dict[str, str], Any]:
@@ -362,127 +328,6 @@ def _read_headers(store: Store, names: list[tuple[str, bool]],
             return list(pool.map(counted, names))
 
 
-# From this many shards on, a local directory's index is parsed by a forked child while this
-# process reads the headers (~35 ms of V4.1-Flash's 96k-entry index), and the child then reads
-# headers from the last shard back (header_share.py).
-SPLIT_MIN_SHARDS = 8
-
-
-def _index_beside(raw: bytes, store: Store, entry: str, others: list[str],
-                  progress: Callable[[int, int], None] | None, want_digest: bool = False
-                  ) -> tuple[Index | None, dict[str, Shard]]:
-    """The index parsed by a forked child for what opening needs (the files it names, total_size,
-    metadata and, want_digest, name_digest), while this process reads the headers of the
-    directory's .safetensors files, which are the index's shards in a whole download; the child
-    then reads headers from the last shard back (_read_headers_shared). The weight_map itself is
-    parsed here only on first use (--verify, where there is no digest or it differs): from the
-    same bytes by the same parser. (None, {}) where no child runs; a child that fails is replaced
-    by the work here (which raises the same errors as before)."""
-    if store.workers > 1 or len(others) < SPLIT_MIN_SHARDS:
-        return None, {}
-    from hccli.checkpoint.header_fast import msgspec_installed
-    from hccli.checkpoint.header_share import Helper
-
-    msgspec_installed()  # msgspec and the header decoders, which both processes use: loaded once, before the fork
-    where = store.display(entry)
-
-    def summary() -> list:
-        idx = parse_index(raw, where, others)
-        return [idx.files, idx.total_size, idx.metadata, name_digest(idx.weight_map) if want_digest else None]
-
-    helper = Helper(lambda send: _child_work(send, summary, store, others), timeout_s=60)
-    if not helper.forked:
-        return None, {}
-    try:
-        shards = _read_headers_shared(store, others, progress, helper)
-        got = helper.summary()
-    finally:
-        helper.close()
-    files, total, meta, digest = got if isinstance(got, list) and len(got) == 4 else summary()
-    if not (isinstance(files, list) and all(isinstance(f, str) for f in files) and isinstance(meta, dict)
-            and (total is None or type(total) is int) and _is_digest(digest)):
-        files, total, meta, digest = summary()
-    index = Index(where, lambda: parse_index(raw, where, others).weight_map, total, meta, files, digest)
-    return index, dict(zip(others, shards))
-
-
-def _child_work(send: Callable[[bytes, bytes], None], summary: Callable[[], list], store: Store,
-                others: list[str]) -> None:
-    """The index's child (header_share.py): the index summary first, then shards from the last
-    one back, until this process stops it."""
-    from hccli.checkpoint.header import ColumnHeader
-    from hccli.checkpoint.header_share import encode_header
-
-    send(b"I", json.dumps(summary()).encode())
-    with gc_paused():
-        for k in range(len(others) - 1, -1, -1):
-            try:
-                header = store.header(others[k])
-            except HcError:
-                header = None
-            payload = encode_header(k, header) if type(header) is ColumnHeader else None
-            if payload is None:
-                send(b"S", k.to_bytes(8, "little"))
-            else:
-                send(b"H", payload)
-
-
-def _read_headers_shared(store: Store, names: list[str], progress: Callable[[int, int], None] | None,
-                         helper: Any) -> list[Shard]:
-    """The shards' headers, read here from the first one on until this process reaches those the
-    child has passed (from the last one back); of those, the ones it sent are taken as they are,
-    the others read here."""
-    n = len(names)
-    out: list[Shard] = []
-    if progress:
-        progress(0, n)
-    with gc_paused():
-        while len(out) < n:
-            helper.poll(done=len(out))
-            if len(out) >= helper.low:
-                break  # (the child's frames for every shard from here on have been taken)
-            out.append(_read_one(store, names[len(out)], True))
-            if progress:
-                progress(len(out), n)
-        for k in range(len(out), n):
-            header, shown = helper.headers.get(k), store.display(names[k])
-            if header is not None and header.name == shown:
-                out.append(Shard(names[k], Path(shown), header, None, None, True))
-            else:
-                out.append(_read_one(store, names[k], True))
-            if progress:
-                progress(k + 1, n)
-    return out
-
-
-def hash_key_secret() -> bool:
-    """Whether this process's str hashes are keyed by a random secret (siphash's 128-bit key from
-    os.urandom): not when PYTHONHASHSEED fixes the key, which anyone can then know."""
-    seed = os.environ.get("PYTHONHASHSEED")
-    return bool(sys.flags.hash_randomization) and (
-        bool(sys.flags.ignore_environment) or seed is None or seed in ("", "random"))
-
-
-def name_digest(wm: dict[str, str]) -> dict[str, list[int]] | None:
-    """file -> [how many names the weight_map gives it, the sum of those names' hash()], or None
-    when the hash key is not secret. Worked out by the child that parses the index, which shares
-    this process's key (a fork): --verify compares it with the same sums over each shard's header
-    names (agree.digest_agrees) instead of parsing the weight_map and looking up ~100k names.
-    Under a secret key, an index naming other tensors for a shard than its header gives the same
-    count and sum with probability ~2^-64, which no file can raise without knowing the key."""
-    if not hash_key_secret():
-        return None
-    out: dict[str, list[int]] = {f: [n, 0] for f, n in Counter(wm.values()).items()}
-    for name, file in wm.items():
-        out[file][1] += hash(name)
-    return out
-
-
-def _is_digest(digest: Any) -> bool:
-    return digest is None or isinstance(digest, dict) and all(
-        isinstance(v, list) and len(v) == 2 and all(type(x) is int for x in v) for v in digest.values())
-
-
 class _Now:
     """A call made at once, kept as a future's result() is: a local store reads in this thread."""
 
@@ -503,15 +348,12 @@ def open_checkpoint(
     *,
     config: str | Path | None = None,
     progress: Callable[[int, int], None] | None = None,
-    index_digest: bool = False,
 ) -> Checkpoint:
     """A local checkpoint, or a hub repository (hf://org/name..., or a bare org/name
-    where no local path of that name exists): the same steps for every store. index_digest:
-    where a child parses the index, it also leaves the digest --verify compares (name_digest)."""
+    where no local path of that name exists): the same steps for every store."""
     text = str(path)
     store, kind, entry, label = open_store(text)
     index, unsafe, missing, partial = None, [], [], []
-    shards: list[Shard] | None = None
     if kind == "file":
         names: list[tuple[str, bool]] = [(entry, False)]  # type: ignore[list-item]
         if entry.endswith(".gguf"):  # with the rest of its split set
@@ -536,11 +378,8 @@ def open_checkpoint(
         raw = idx_future.result()
         listing = store.files()
         others = sorted(f for f in listing if f.endswith(".safetensors") and "/" not in f)
-        pre: dict[str, Shard] = {}
         if raw is not None:
-            index, pre = _index_beside(raw, store, entry, others, progress, index_digest)  # type: ignore[arg-type]
-            if index is None:
-                index = parse_index(raw, store.display(entry), others)  # type: ignore[arg-type]
+            index = parse_index(raw, store.display(entry), others)  # type: ignore[arg-type]
         partial = sorted(f for f in listing if f.endswith(".partial"))
         gguf = None
         if index is None and not others and any(f.endswith(".gguf") for f in listing):
@@ -552,10 +391,7 @@ def open_checkpoint(
             names = [(f, False) for f in found]
         else:
             names, unsafe, missing = _plan(index, store.exists, others, one_line(label))
-            if pre and all(name in pre for name, _ in names):  # read while the index was parsed
-                shards = [pre[name] if indexed else replace(pre[name], indexed=False) for name, indexed in names]
-    if shards is None:
-        shards = _read_headers(store, names, progress)
+    shards = _read_headers(store, names, progress)
     _finish(one_line(label), shards, unsafe, missing)
 
     cfg, cfg_error = None, None

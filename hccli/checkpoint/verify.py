@@ -85,24 +85,9 @@ def _each(findings: list[Finding], code: str, items: list[str], make) -> None:
     findings.extend(_f(code, make(item)) for item in items)
 
 
-def verify(ckpt: Checkpoint, *, check_values: bool = True, hc: _HcCheck | None = None) -> list[Finding]:
-    """hc: the HC checks started earlier by start_hc_check (their value scan then runs beside
-    whatever the caller did in between too)."""
-    if hc is None:
-        hc = _HcCheck(ckpt, check_values)  # its value scan runs while the rest is checked
-    try:
-        return _verify(ckpt, hc)
-    finally:
-        hc.close()
-
-
-def start_hc_check(ckpt: Checkpoint, sites: list | None = None) -> _HcCheck:
-    """The HC checks of verify(), begun now: the NaN/Inf scan of the values starts at once (in a
-    forked child where it pays). Hand it to verify(hc=...), or close() it."""
-    return _HcCheck(ckpt, True, sites)
-
-
-def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
+def verify(ckpt: Checkpoint, *, check_values: bool = True, sites: list | None = None) -> list[Finding]:
+    """sites: the checkpoint's HC sites, where the caller has found them already."""
+    hc = _HcCheck(ckpt, check_values, sites)
     out: list[Finding] = []
     for s in ckpt.shards:
         if s.header is None:
@@ -116,7 +101,7 @@ def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
         out.append(_f("partial_file", f"'{name}' is a .partial file (an interrupted download or write?); "
                       "the checkpoint may be incomplete"))
     idx = ckpt.index
-    if idx is not None and (agree.digest_agrees(ckpt, idx) or agree.index_agrees(ckpt, idx.weight_map)):
+    if idx is not None and agree.index_agrees(ckpt, idx.weight_map):
         occ: Any = None  # no duplicate and nothing the index misplaces: no table of names to build
     elif ckpt.names_unique():  # no duplicates to list: the merged table says where each name is
         occ = _Single(ckpt.tensors())
@@ -195,13 +180,10 @@ def _norm(name: str) -> str:
 
 
 class _HcCheck:
-    """The HC checks: shapes and dtypes at once, values (NaN/Inf) read by a scan that starts at
-    once and, for the 169 MB of V4.1-Flash's fn projections, runs beside the rest of verify in a
-    forked child where it can (beside.py); findings() gives them in site order."""
+    """The HC checks: shapes and dtypes, and the values (NaN/Inf) read by a scan; findings() gives
+    them in site order."""
 
     def __init__(self, ckpt: Checkpoint, check_values: bool, sites: list | None = None):
-        from hccli.checkpoint.beside import Beside
-
         self.ckpt = ckpt
         self.sites = find_hc(ckpt) if sites is None else sites
         self.items: list[Finding | int] = []  # a finding, or the index of a value job
@@ -238,9 +220,6 @@ class _HcCheck:
                     fn_budget -= nbytes
                 out.append(len(self.jobs))
                 self.jobs.append((s, part))
-        nbytes = sum(s.parts[part][1].nbytes for s, part in self.jobs)
-        # a generous wait: 20 MB/s from a slow disk, then it is read here instead
-        self.scan = Beside(self._scan, nbytes=nbytes, timeout_s=30 + nbytes / 20e6)
 
     def _scan(self) -> list[list]:
         """[NaN/Inf count, None] or [None, why it was not read] for each job."""
@@ -253,7 +232,7 @@ class _HcCheck:
         return out
 
     def findings(self) -> list[Finding]:
-        counts = self.scan.result() if self.jobs else []
+        counts = self._scan()
         out: list[Finding] = []
         for item in self.items:
             if isinstance(item, Finding):
@@ -267,9 +246,6 @@ class _HcCheck:
         if self.ckpt.config is None:
             out += _gguf_missing_sites(self.ckpt, self.sites)
         return out
-
-    def close(self) -> None:
-        self.scan.close()
 
 
 def _dtype_finding(canonical: str, info, gguf: bool) -> Finding:
