@@ -15,7 +15,7 @@ absent; unknown keys are tolerated. Every error names the file and the key.
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 from pathlib import Path
 
@@ -25,13 +25,12 @@ from hccli.config_keys import KeySpace
 from hccli.config_layers import layer_lists
 from hccli.config_read import decode_json, read_config_bytes
 from hccli.errors import HcError
-from hccli.record import record
 from hccli.vocab import mix_width
 
 BUNDLED_DEFAULT = "deepseek-v4.1-flash.json"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class VisionConfig:
     """The vision tower's shape, where the config has one."""
 
@@ -43,7 +42,7 @@ class VisionConfig:
     downsample_ratio: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ModelConfig:
     """A validated config: the shapes and lists the counts are made from."""
 

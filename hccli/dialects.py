@@ -23,10 +23,9 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Mapping
 from itertools import repeat
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
-from hccli.record import record
 from hccli.vocab import HcName, hc_tensor_name, parse_hc_name
 
 RELEASE = "release"
@@ -291,7 +290,7 @@ def config_dialect(config: Mapping[str, Any] | None) -> str | None:
     return None
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Detection:
     dialect: str
     evidence: str  # the first name (or config key) that decided it

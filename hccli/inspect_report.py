@@ -33,7 +33,6 @@ from hccli.inspect_tree import (
     totals_from_columns,
 )
 from hccli.layers import format_ranges
-from hccli.record import record
 from hccli.sinkhorn_f32 import head_pre_zero, split_sinkhorn_zero, supports
 from hccli.vocab import BACKBONE, STAGE, owner_of
 
@@ -51,20 +50,20 @@ class TensorRow:
     offset: int  # of its first byte in the shard file
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class DtypeTotal:
     tensors: int
     bytes: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class HeadParts:
     """A head mix's base: hc pre offsets, nothing else."""
 
     pre: list[float]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class SplitParts:
     """An attn/ffn site's base, (2 + hc) * hc values: pre, post, then the comb rows."""
 
@@ -73,7 +72,7 @@ class SplitParts:
     comb: list[list[float]]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class HcEntry:
     """One HC site's values and what its base alone yields (mixes = 0). As is, the root
     or a stage's head mix (no Sinkhorn there); attn and ffn sites are HcSplitEntry."""
@@ -92,19 +91,19 @@ class HcEntry:
         return len(self.pre_from_base)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class HcSplitEntry(HcEntry):
     post_from_base: list[float]
     comb_from_base: list[list[float]]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class UnreadableShard:
     file: str
     error: str | None
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class LayerNumbering:
     n_layers: int
     n_stages: int
@@ -112,7 +111,7 @@ class LayerNumbering:
     root_head: str = "numbered n_layers + n_stages, named head"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class RemoteInfo:
     repo: str
     revision: str
@@ -124,7 +123,7 @@ class RemoteInfo:
     offline: bool
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class DialectInfo:
     name: str  # dialects.DIALECTS, or "unknown"
     description: str
@@ -132,13 +131,13 @@ class DialectInfo:
     note: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class GgufInfo:
     architecture: str
     settings: dict[str, Any]  # the `{architecture}.*` metadata keys, prefix removed
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class InspectDocument:
     """`hc inspect --json`, field by field in its order."""
 
@@ -161,7 +160,7 @@ class InspectDocument:
     verified: bool
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class InspectListDocument(InspectDocument):
     """The document when tensors were listed: the list comes last."""
 
@@ -226,7 +225,7 @@ def _build_tree(ckpt: Checkpoint) -> list[TreeNode]:
     return build_tree_columns(_columns(ckpt))
 
 
-@record(frozen=False)
+@dataclass
 class InspectReport:
     ckpt: Checkpoint
     n_tensors: int

@@ -18,6 +18,7 @@ Quantised weights: fp8(o, i) is `.weight` F8_E4M3 [o, i] plus `.scale` F8_E8M0
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from itertools import cycle, islice, product, repeat
 from math import ceil, prod
@@ -25,7 +26,6 @@ from typing import NamedTuple
 
 from hccli.config import ModelConfig
 from hccli.layers import LayerPlan, plan_layers
-from hccli.record import record
 from hccli.releases import Release, ShardLayout, release_candidate, shard_layout
 from hccli.vocab import owner_of
 
@@ -98,7 +98,7 @@ class Columns(NamedTuple):
     shard: list[int]
 
 
-@record
+@dataclass(frozen=True)
 class Inventory:
     config: ModelConfig
     plan: LayerPlan

@@ -14,7 +14,7 @@ only when a .gguf is opened.
 from __future__ import annotations
 
 import struct
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
 from hccli.checkpoint.gguf_file import (
@@ -31,7 +31,6 @@ from hccli.checkpoint.gguf_file import HeaderScan as _Scan
 from hccli.checkpoint.header import Header, TensorInfo
 from hccli.checkpoint.source import ByteSource, one_line
 from hccli.errors import HcError
-from hccli.record import record
 
 if TYPE_CHECKING:  # numpy only where values are decoded: opening a safetensors checkpoint never needs it
     import numpy as np
@@ -43,7 +42,7 @@ FLOAT_TYPES = ("F32", "F16", "BF16")
 ROUNDING = {"F16": "2^-11", "BF16": "2^-8"}
 
 
-@record
+@dataclass(frozen=True)
 class GgufHeader(Header):
     """A GGUF file's header in the store's terms, with its metadata (key -> value)."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sys
 from array import array
+from dataclasses import dataclass
 from itertools import compress, repeat
 from operator import contains
 from typing import TYPE_CHECKING, Iterator
@@ -21,7 +22,6 @@ from hccli.checkpoint.header import TensorInfo
 from hccli.checkpoint.shardset import Checkpoint, Shard
 from hccli.errors import HcError
 from hccli.layers import format_ranges
-from hccli.record import record
 from hccli.vocab import (
     BACKBONE,
     DEFAULT_HC_EPS,
@@ -49,7 +49,7 @@ MAX_MIX_BYTES = 4 * mix_width(MAX_HC_MULT)
 MAX_DECODED_ELEMENTS = 1 << 26
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class HcSiteTensors:
     owner: str  # "layers.3", "mtp.0" or "" (root head mix)
     site: str

@@ -23,6 +23,7 @@ import gc
 import math
 import re
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cached_property
 from itertools import repeat
 from operator import itemgetter
@@ -31,7 +32,6 @@ from typing import Iterator, Mapping, NamedTuple
 from hccli.checkpoint.sniff import PICKLE, PICKLE_FRAME_STARTS, SNIFF_LEN, sniff
 from hccli.checkpoint.source import ByteSource, one_line
 from hccli.errors import HcError
-from hccli.record import record
 
 MAX_HEADER_SIZE = 100_000_000
 N_LEN = 8
@@ -105,7 +105,7 @@ class TensorInfo(NamedTuple):
         return DTYPES[self.dtype]
 
 
-@record
+@dataclass(frozen=True)
 class Header:
     """A validated header. `tensors` are in the order their bytes lie in the file."""
 

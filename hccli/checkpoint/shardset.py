@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from dataclasses import field
+from dataclasses import dataclass, field
 from itertools import chain, repeat
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
@@ -22,14 +22,13 @@ from hccli.checkpoint.source import ByteSource, one_line
 from hccli.checkpoint.store import CONFIG_CAP, MAX_SHARDS, Store, open_store, read_index_bytes
 from hccli.config import ModelConfig, load_config, parse_config
 from hccli.errors import HcError
-from hccli.record import record
 from hccli.vocab import INDEX_NAME
 
 # transformers' and the releases' shard names: model-00003-of-00014.safetensors
 SHARD_OF = re.compile(r"^(?P<prefix>.*?[-_])(?P<k>\d{5,6})-of-(?P<n>\d{5,6})\.safetensors$")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Shard:
     file: str  # as the index names it (or the file name)
     path: Path | None  # None when the name is unsafe and was not opened
@@ -39,7 +38,7 @@ class Shard:
     indexed: bool = True
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Index:
     """A parsed model.safetensors.index.json: the weight_map, metadata.total_size, the metadata,
     and the shard files it names (in first-named order)."""
@@ -51,7 +50,7 @@ class Index:
     files: list[str]
 
 
-@record(frozen=False)
+@dataclass
 class Checkpoint:
     path: Path  # what the user named
     root: Path  # the directory the shards live in
