@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 
 from hccli.config import ModelConfig
 from hccli.errors import HcError
-from hccli.inventory import TensorSpec, build_hc_inventory
+from hccli.inventory import build_hc_inventory
+from hccli.inventory_types import TensorSpec
 from hccli.jsonable import NOT_IN_JSON
 from hccli.layers import LayerPlan, format_ranges
 from hccli.vocab import HC_SITES, hc_tensor_name, parse_hc_name

@@ -112,13 +112,20 @@ def bundled_config_path(name: str = BUNDLED_DEFAULT) -> Path:
 
 def load_config(path: str | Path | None = None) -> ModelConfig:
     """Read and validate a config file (default: the bundled V4.1-Flash config)."""
+    return load_config_data(path)[0]
+
+
+def load_config_data(path: str | Path | None = None) -> tuple[ModelConfig, Any]:
+    """load_config's config and the decoded JSON it was read from (whose key spellings tell a
+    transformers-written config from a release's)."""
     p = Path(path) if path is not None else bundled_config_path()
     if p.is_dir():
         if (p / "config.json").exists():
             p = p / "config.json"
         else:
             raise HcError(f"{p}: is a directory without a config.json; expected a config.json file")
-    return parse_config(read_config_bytes(p), str(p))
+    data = decode_json(read_config_bytes(p), str(p))
+    return config_from_data(data, str(p)), data
 
 
 def parse_config(raw: bytes | str, source: str) -> ModelConfig:

@@ -3,23 +3,21 @@
 A config.json is a few kilobytes (the published ones are under 4 KB). Whatever a
 path names, `hc` reads at most MAX_CONFIG_BYTES of it, and only when it is a
 regular file: a FIFO would block `open` forever and /dev/zero would never end.
-JSON that is nested past Python's recursion limit, or holds integers of absurd
-length or floats beyond float range, turns into a value a validator can name
-(the key it sits under) instead of a traceback.
+JSON nested too deeply is refused by the bounded JSON reader; integers of absurd
+length or floats beyond float range turn into a value a validator can name (the
+key it sits under) instead of a traceback.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from hccli.checkpoint.source import read_small_file
+from hccli.bounded import MAX_INT_DIGITS, read_json, read_small_file
 from hccli.errors import HcError
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # 1000x the largest published config
-MAX_INT_DIGITS = 30  # any bound a config key has fits in far fewer digits
 
 class Unusable:
     """A JSON number no config key can take: kept so that the key it sits under is named."""
@@ -41,10 +39,6 @@ def read_config_bytes(path: Path) -> bytes:
     return raw
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
-
-
 def _int(text: str) -> Any:
     if len(text.lstrip("-")) > MAX_INT_DIGITS:
         return Unusable(f"an integer of {len(text.lstrip('-')):,} digits", -1 if text.startswith("-") else 1)
@@ -60,15 +54,7 @@ def decode_json(raw: bytes | str, source: str) -> dict[str, Any]:
     """The top-level object of a JSON config; malformed or hostile JSON is an HcError."""
     if len(raw) > MAX_CONFIG_BYTES:
         raise HcError(f"{source}: {len(raw):,} bytes; a config.json is at most {MAX_CONFIG_BYTES:,} bytes here")
-    try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        data = json.loads(text, parse_constant=_reject_constant, parse_int=_int, parse_float=_float)
-    except UnicodeDecodeError as exc:
-        raise HcError(f"{source}: not UTF-8 text (byte {exc.start}); expected a JSON config") from None
-    except RecursionError:
-        raise HcError(f"{source}: JSON nested too deeply; expected a model config.json (a few levels deep)") from None
-    except (json.JSONDecodeError, ValueError) as exc:
-        raise HcError(f"{source}: not valid JSON ({exc}); expected a model config.json") from None
+    data = read_json(raw, source, "a model config.json", parse_int=_int, parse_float=_float)
     if not isinstance(data, dict):
         raise HcError(f"{source}: top level is a JSON {type(data).__name__}; expected an object")
     return data

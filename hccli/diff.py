@@ -25,7 +25,7 @@ import numpy as np
 from hccli import dialects as D
 from hccli.errors import HcError
 from hccli.hc_view import HcTensor, HcView, OtherTensor, component_of, read_both
-from hccli.inventory import COMPONENTS
+from hccli.inventory_types import COMPONENTS
 from hccli.sinkhorn_np import head_pre, split_sinkhorn
 from hccli.vocab import HC_PARTS, SITE_ORDER, hc_from_mix_width
 

@@ -20,8 +20,9 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple
 import numpy as np
 
 from hccli import dialects as D
-from hccli.checkpoint.header import DTYPES
-from hccli.checkpoint.source import ByteSource, one_line
+from hccli.bounded import one_line
+from hccli.checkpoint.header_types import DTYPES
+from hccli.checkpoint.source import ByteSource
 from hccli.checkpoint.values import (
     READABLE_DTYPES,
     iter_tensor_chunks,
@@ -193,24 +194,7 @@ def read_both(a: HcView, b: HcView, groups: Iterable[list[HcName]]) -> Iterator[
             yield ahead.popleft().result()
 
 
-# --- configs ----------------------------------------------------------------------------
-
-def _read_config(path: Path, explicit: bool) -> tuple[Any, dict | None, str]:
-    """(ModelConfig or None, the raw dict or None, a note when it could not be used)."""
-    from hccli.config import config_from_data
-    from hccli.config_read import decode_json, read_config_bytes
-
-    try:
-        # the config loader's own bounded, non-blocking read and decode; the raw dict is kept
-        # because it tells a transformers save from a prefixed release
-        data = decode_json(read_config_bytes(path), str(path))
-        return config_from_data(data, str(path)), data if isinstance(data, dict) else None, ""
-    except (OSError, ValueError, RecursionError, HcError) as exc:
-        if explicit:
-            raise HcError(getattr(exc, "message", None) or f"{path}: cannot read config ({one_line(str(exc))})") \
-                from None
-        return None, None, f"config.json not used: {one_line(getattr(exc, 'message', str(exc)))}"
-
+# --- the model's shape without a config ---------------------------------------------------
 
 def _from_shapes(hc: dict[str, HcTensor]) -> ModelShape:
     fn = next((t for t in hc.values() if t.hc.part == "fn" and t.hc.site != "head" and len(t.shape) == 2), None)
@@ -269,23 +253,20 @@ def _whole_gguf(ckpt) -> None:
 
 def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
     from hccli.checkpoint import hc as H
-    from hccli.checkpoint.shardset import open_checkpoint
+    from hccli.checkpoint.opening import open_checkpoint
 
-    ckpt = open_checkpoint(str(path))  # config read below, in every style transformers writes too
+    ckpt = open_checkpoint(str(path), config=config)
     gguf = any(H.is_gguf(s) for s in ckpt.shards)
-    cfg, raw_cfg, note = None, None, ""
-    cfg_path = Path(config) if config is not None else ckpt.root / "config.json"
-    if config is not None or (not gguf and ckpt.remote is None and cfg_path.is_file()):
-        cfg, raw_cfg, note = _read_config(cfg_path, config is not None)
-    elif ckpt.remote is not None and not gguf:
-        cfg = ckpt.config
+    # a GGUF's model comes from its metadata unless a config is named: one beside it is not read
+    cfg = ckpt.config if config is not None or not gguf else None
+    note = f"config.json not used: {one_line(ckpt.config_error)}" if ckpt.config_error and not gguf else ""
     label, arch, settings = ckpt.label, "", {}
     if gguf:
         _whole_gguf(ckpt)
         label = _gguf_label(ckpt)
         arch = H.gguf_architecture(ckpt)
         settings = H.gguf_settings(ckpt)
-    detection = H.dialect_of(ckpt, raw_cfg)
+    detection = ckpt.dialect
     counter = [0]
 
     def reader(site, part: str) -> Callable[[], np.ndarray]:
@@ -297,7 +278,7 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
 
     hc: dict[str, HcTensor] = {}
     stored_hc: set[str] = set()
-    for site in H.find_hc(ckpt):
+    for site in ckpt.hc_sites:
         for part, (_, info) in site.parts.items():
             h = parse_hc_name(site.tensor_name(part))
             hc[h.canonical()] = HcTensor(h, info.name, info.dtype, info.shape, info.nbytes, reader(site, part))
@@ -317,7 +298,7 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
             # a validated entry's bytes are its elements x bits / 8: no product of dims per tensor
             n = info.nbytes * 8 // DTYPES[dt]
             params = n if dt not in ("I8", "F8_E8M0") else _logical(name, dt, info.shape, n, get)
-        # tuple.__new__ is the C constructor; a NamedTuple's own __new__ is Python, 0.3 s a full checkpoint
+        # tuple.__new__ is the C constructor; a NamedTuple's own __new__ is Python code, per tensor
         others.append(_new(OtherTensor, (canon, name, dt, info.shape, info.nbytes, params)))
 
     def chunks(stored: str) -> Iterator[np.ndarray] | None:

@@ -10,222 +10,37 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hccli.checkpoint.hc import (
-    HcSiteTensors,
-    dialect_of,
-    find_hc,
-    gguf_architecture,
-    gguf_settings,
-    is_gguf,
-    layer_counts,
-    op_settings,
-    read_base_scale_lists,
-    site_hc,
-)
-from hccli.checkpoint.header import Columns
-from hccli.checkpoint.shardset import Checkpoint, open_checkpoint
+from hccli.checkpoint.hc import gguf_architecture, gguf_settings, is_gguf
+from hccli.checkpoint.header_types import Columns
+from hccli.checkpoint.opening import open_checkpoint
+from hccli.checkpoint.shardset import Checkpoint
 from hccli.dialects import DESCRIPTIONS, canonical_name
 from hccli.errors import HcError
-from hccli.inspect_tree import (
-    TreeNode,
-    build_tree_columns,
-    merged_columns,
-    totals_from_columns,
+from hccli.inspect_doc import (
+    DialectInfo,
+    DtypeTotal,
+    GgufInfo,
+    InspectDocument,
+    InspectListDocument,
+    LayerNumbering,
+    RemoteInfo,
+    TensorRow,
+    UnreadableShard,
 )
+from hccli.inspect_hc import HcEntry, read_hc_entries
+from hccli.inspect_tree import TreeNode, build_tree_columns, merged_columns, totals_from_columns
 from hccli.layers import format_ranges
-from hccli.sinkhorn_f32 import head_pre_zero, split_sinkhorn_zero, supports
 from hccli.vocab import BACKBONE, STAGE, owner_of
 
 if TYPE_CHECKING:  # verify's modules load only for --verify
-    from hccli.checkpoint.verify import Finding
-
-
-@dataclass(frozen=True)
-class TensorRow:
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    bytes: int
-    shard: str
-    offset: int  # of its first byte in the shard file
-
-
-@dataclass(frozen=True, slots=True)
-class DtypeTotal:
-    tensors: int
-    bytes: int
-
-
-@dataclass(frozen=True, slots=True)
-class HeadParts:
-    """A head mix's base: hc pre offsets, nothing else."""
-
-    pre: list[float]
-
-
-@dataclass(frozen=True, slots=True)
-class SplitParts:
-    """An attn/ffn site's base, (2 + hc) * hc values: pre, post, then the comb rows."""
-
-    pre: list[float]
-    post: list[float]
-    comb: list[list[float]]
-
-
-@dataclass(frozen=True, slots=True)
-class HcEntry:
-    """One HC site's values and what its base alone yields (mixes = 0). As is, the root
-    or a stage's head mix (no Sinkhorn there); attn and ffn sites are HcSplitEntry."""
-
-    layer: int
-    name: str  # "layers.3", "mtp.0" or "head"
-    site: str
-    stage: bool
-    scale: list[float]
-    base: list[float]
-    base_parts: HeadParts | SplitParts
-    pre_from_base: list[float]
-
-    @property
-    def hc(self) -> int:
-        return len(self.pre_from_base)
-
-
-@dataclass(frozen=True, slots=True)
-class HcSplitEntry(HcEntry):
-    post_from_base: list[float]
-    comb_from_base: list[list[float]]
-
-
-@dataclass(frozen=True, slots=True)
-class UnreadableShard:
-    file: str
-    error: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class LayerNumbering:
-    n_layers: int
-    n_stages: int
-    stages: str = "numbered n_layers + s, named mtp.s"
-    root_head: str = "numbered n_layers + n_stages, named head"
-
-
-@dataclass(frozen=True, slots=True)
-class RemoteInfo:
-    repo: str
-    revision: str
-    sha: str
-    subfolder: str | None
-    endpoint: str
-    requests: int
-    cached_files: int
-    offline: bool
-
-
-@dataclass(frozen=True, slots=True)
-class DialectInfo:
-    name: str  # dialects.DIALECTS, or "unknown"
-    description: str
-    evidence: str  # the first name that decided it
-    note: str
-
-
-@dataclass(frozen=True, slots=True)
-class GgufInfo:
-    architecture: str
-    settings: dict[str, Any]  # the `{architecture}.*` metadata keys, prefix removed
-
-
-@dataclass(frozen=True, slots=True)
-class InspectDocument:
-    """`hc inspect --json`, field by field in its order."""
-
-    path: str
-    kind: str
-    dialect: DialectInfo
-    config: str | None
-    gguf: GgufInfo | None
-    shards: int
-    tensors: int
-    stored_bytes: int
-    logical_params: int
-    dtypes: dict[str, DtypeTotal]
-    layer_numbering: LayerNumbering
-    hc: list[HcEntry]
-    findings: list[Finding]
-    unreadable_shards: list[UnreadableShard]
-    transferred_bytes: int
-    remote: RemoteInfo | None
-    verified: bool
-
-
-@dataclass(frozen=True, slots=True)
-class InspectListDocument(InspectDocument):
-    """The document when tensors were listed: the list comes last."""
-
-    tensor_list: list[TensorRow]
-
-
-def read_hc_entries(ckpt: Checkpoint, sites: list[HcSiteTensors]) -> list[HcEntry]:
-    iters, eps = op_settings(ckpt)
-    usable = [s for s in sites if site_hc(s) is not None
-              and all(s.parts[p][1].dtype == "F32" or is_gguf(s.parts[p][0]) for p in ("base", "scale"))]
-    # (the others are --verify's to report: hc_incomplete / hc_shape / hc_dtype; nothing to compute,
-    # and nothing read: a header past the hc_mult bound may claim gigabytes)
-
-    def read(s: HcSiteTensors):
-        base, scale = read_base_scale_lists(ckpt, s)
-        return s, base, scale
-
-    workers = ckpt.store.workers if ckpt.store is not None else 1
-    if workers > 1:  # each read is a round trip: overlap them
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(2 * workers) as pool:
-            values = list(pool.map(read, usable))
-    else:
-        values = [read(s) for s in usable]
-    out: dict[int, HcEntry] = {}
-    # the sites of one shape go through the op together, one row each (mixes = 0)
-    by_shape: dict[tuple[int, bool], list] = {}
-    for i, (s, base, scale) in enumerate(values):
-        by_shape.setdefault((site_hc(s), s.site == "head"), []).append(i)
-    for (hc, head), idx in by_shape.items():
-        bases, scales = [values[i][1] for i in idx], [values[i][2] for i in idx]
-        if head:
-            pre = head_pre_zero(bases, scales, eps)
-        elif supports(hc):
-            pre, post, comb = split_sinkhorn_zero(bases, scales, hc, iters, eps)
-        else:  # no pure halving tree: numpy's op (sinkhorn_np.py)
-            pre, post, comb = _split_sinkhorn_np(bases, scales, hc, iters, eps)
-        for row, i in enumerate(idx):
-            s, b, scale = values[i]
-            common = (s.layer, s.name, s.site, s.is_stage, scale, b)
-            if head:
-                out[i] = HcEntry(*common, HeadParts(b), pre[row])
-            else:
-                parts = SplitParts(b[:hc], b[hc:2 * hc], [b[(2 + j) * hc:(3 + j) * hc] for j in range(hc)])
-                out[i] = HcSplitEntry(*common, parts, pre[row], post[row], comb[row])
-    return [out[i] for i in sorted(out)]
-
-
-def _split_sinkhorn_np(bases: list, scales: list, hc: int, iters: int, eps: float) -> tuple[list, list, list]:
-    import numpy as np
-
-    from hccli.sinkhorn_np import split_sinkhorn
-
-    b = np.array(bases, dtype=np.float32)
-    with np.errstate(all="ignore"):
-        pre, post, comb = split_sinkhorn(np.zeros_like(b), np.array(scales, dtype=np.float32), b, hc, iters, eps)
-    return pre.tolist(), post.tolist(), comb.tolist()
+    from hccli.checkpoint.findings import Finding
 
 
 def _build_tree(ckpt: Checkpoint) -> list[TreeNode]:
     return build_tree_columns(_columns(ckpt))
 
 
-@dataclass
+@dataclass(frozen=True, slots=True)
 class InspectReport:
     ckpt: Checkpoint
     n_tensors: int
@@ -253,12 +68,12 @@ class InspectReport:
         return sum(1 for f in self.findings or [] if f.severity == "error")
 
     def dialect_info(self) -> DialectInfo:
-        d = dialect_of(self.ckpt)
+        d = self.ckpt.dialect
         return DialectInfo(d.dialect, DESCRIPTIONS.get(d.dialect, ""), d.evidence, d.note)
 
     def gguf_info(self) -> GgufInfo | None:
         # llama.cpp's names can be in a safetensors file too: no GGUF file, no metadata to show
-        if dialect_of(self.ckpt).dialect != "gguf" or not any(is_gguf(s) for s in self.ckpt.shards):
+        if self.ckpt.dialect.dialect != "gguf" or not any(is_gguf(s) for s in self.ckpt.shards):
             return None
         return GgufInfo(gguf_architecture(self.ckpt), gguf_settings(self.ckpt))
 
@@ -295,7 +110,7 @@ class InspectReport:
 def _columns(ckpt: Checkpoint) -> list[Columns]:
     """Each header's columns when no name repeats across shards (the merged table of ~100k entries
     is built only if something asks for it), else the merged table's."""
-    if ckpt.names_unique():
+    if ckpt.unique:
         return [s.header.columns for s in ckpt.readable()]
     return [merged_columns(ckpt.tensors())]
 
@@ -334,13 +149,7 @@ def build_inspect(
     """`layers` selects tensors to list and `hc_layers` HC sites to read, by layer number
     (stages after the backbone, the root head mix last); `dtype` as headers spell it."""
     ckpt = open_checkpoint(path, config=config, progress=progress)
-    return _report(ckpt, find_hc(ckpt), name_glob, layers, dtype, list_tensors, run_verify, hc_layers)
-
-
-def _report(ckpt: Checkpoint, sites: list[HcSiteTensors], name_glob: str | None, layers: Collection[int] | None,
-            dtype: str | None, list_tensors: bool, run_verify: bool, hc_layers: Collection[int] | None
-            ) -> InspectReport:
-    n_layers, n_stages = layer_counts(ckpt, ckpt.all_names() if ckpt.config is None else ())
+    n_layers, n_stages = ckpt.n_layers, ckpt.n_stages
     for what, chosen in (("the tensor list", layers), ("the HC sites", hc_layers)):
         if chosen is not None:
             _check_layers(what, chosen, ckpt.label, n_layers, n_stages)
@@ -351,7 +160,7 @@ def _report(ckpt: Checkpoint, sites: list[HcSiteTensors], name_glob: str | None,
     if name_glob or layers is not None or dtype or list_tensors:
         tensors = ckpt.tensors()
         rows = []
-        dialect = dialect_of(ckpt).dialect
+        dialect = ckpt.dialect.dialect
         canonical = (lambda n: n) if dialect == "release" else (lambda n: canonical_name(n, dialect) or n)
         for name, (shard, t) in tensors.items():
             if name_glob and not fnmatch.fnmatchcase(name, name_glob):
@@ -361,7 +170,7 @@ def _report(ckpt: Checkpoint, sites: list[HcSiteTensors], name_glob: str | None,
             if layers is not None and _layer_of(canonical(name), n_layers) not in layers:
                 continue
             rows.append(TensorRow(name, t.dtype, t.shape, t.nbytes, shard.file, t.abs_begin))
-    all_sites = sites
+    sites = list(ckpt.hc_sites)
     if hc_layers is not None:
         have = sorted({s.layer for s in sites})
         sites = [s for s in sites if s.layer in hc_layers]
@@ -374,6 +183,6 @@ def _report(ckpt: Checkpoint, sites: list[HcSiteTensors], name_glob: str | None,
     if run_verify:
         from hccli.checkpoint.verify import verify
 
-        findings = verify(ckpt, sites=all_sites)
+        findings = verify(ckpt)
     return InspectReport(ckpt, n_tensors, n_layers, n_stages, stored, logical, dtypes, rows,
                          entries, findings, len(sites))

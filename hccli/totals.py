@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hccli.inventory import COMPONENTS, Inventory, TensorSpec
+from hccli.inventory_types import COMPONENTS, Inventory, TensorSpec
 from hccli.jsonable import OMIT_IF_NONE
 
 

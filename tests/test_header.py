@@ -24,22 +24,13 @@ from safetensors import safe_open
 
 import hccli.checkpoint.header_fast as header_fast
 import hccli.checkpoint.source as source_mod
-from hccli.checkpoint.header import (
-    DTYPES,
-    MAX_HEADER_SIZE,
-    N_LEN,
-    SNIFF_LEN,
-    Header,
-    HeaderError,
-    TensorInfo,
-    header_length,
-    parse_header,
-    read_header,
-    sniff,
-)
+from hccli.checkpoint.header import header_length, parse_header, read_header
+from hccli.checkpoint.header_types import DTYPES, MAX_HEADER_SIZE, N_LEN, Header, HeaderError, TensorInfo
+from hccli.checkpoint.sniff import SNIFF_LEN, sniff
 from hccli.checkpoint.header_careful import parse_careful
 from hccli.checkpoint.header_fast import parse_fast
-from hccli.checkpoint.source import LocalFile, SourceError
+from hccli.bounded import SourceError
+from hccli.checkpoint.source import LocalFile
 from hccli.errors import HcError
 
 from byte_sources import CountingSource, MemorySource  # noqa: E402

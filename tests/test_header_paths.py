@@ -7,7 +7,8 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hccli.checkpoint.header import DTYPES, N_LEN, parse_header
+from hccli.checkpoint.header import parse_header
+from hccli.checkpoint.header_types import DTYPES, N_LEN
 from hccli.checkpoint.header_fast import parse_fast
 from hccli.checkpoint.header_careful import parse_careful
 

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import hccli.sinkhorn_np as sinkhorn_np
 from ckpt_tools import read_entries, tiny, write_shard
 from conftest import ROOT
-from hccli.checkpoint.shardset import open_checkpoint
+from hccli.checkpoint.opening import open_checkpoint
 from hccli.inspect_tree import totals_from_columns
 from hccli.sinkhorn_f32 import head_pre_zero, split_sinkhorn_zero, supports
 
@@ -131,7 +131,7 @@ def test_inspect_of_a_non_power_of_two_site_uses_numpy(tmp_path):
 def _merged(ckpt):
     """The totals tensor by tensor over the merged table (first occurrence of each name), by the
     rule as written before the column path: the reference the column path must equal."""
-    from hccli.checkpoint.header import DTYPES
+    from hccli.checkpoint.header_types import DTYPES
 
     tensors = ckpt.tensors()
     per: dict[str, tuple[int, int]] = {}
@@ -158,10 +158,10 @@ def tiny_ckpt(tmp_path_factory):
 
 def test_column_totals_equal_the_merged_tables(tiny_ckpt):
     ckpt = open_checkpoint(tiny_ckpt)
-    assert ckpt.names_unique()
+    assert ckpt.unique
     got = totals_from_columns([s.header.columns for s in ckpt.readable()])
     assert got == _merged(ckpt)
-    from hccli.checkpoint.header import DTYPES
+    from hccli.checkpoint.header_types import DTYPES
 
     stored_elements = sum(b * 8 // DTYPES[d] for d, (_, b) in got[1].items() if d != "F8_E8M0")
     assert got[2] > stored_elements  # packed fp4 weights found: two parameters a byte
@@ -210,7 +210,7 @@ def test_repeated_names_across_shards_take_the_merged_table(tiny_ckpt, tmp_path)
     shards = sorted(ck.glob("*.safetensors"))
     write_shard(ck / "zz-extra.safetensors", read_entries(shards[0])[:3])
     ckpt = open_checkpoint(ck)
-    assert not ckpt.names_unique()
+    assert not ckpt.unique
     doc = run_hc("inspect", ck, "--json").json()
     n, per, logical = _merged(ckpt)
     assert doc["tensors"] == n and doc["logical_params"] == logical
@@ -233,7 +233,7 @@ def test_inspect_json_imports_no_numpy_nor_verify(tiny_ckpt):
 
 def test_tree_takes_names_whose_digits_are_no_numbers():
     """'²' is a digit to str.isdigit but no number to int(): such a part is a name, not a member."""
-    from hccli.inspect_tree import build_tree
+    from ckpt_tools import tree_by_name as build_tree
 
     nodes = build_tree([("layers.².w", "F32", (1,)), ("layers.0.w", "F32", (2,)), ("layers.1.w", "F32", (2,)),
                         ("model.layers.³.w", "BF16", (3,)), ("blk.0.x.²", "F32", (4,))])
@@ -257,7 +257,7 @@ def test_inspect_prints_a_checkpoint_with_such_a_name(tmp_path, tiny_ckpt):
 
 
 def test_tree_from_columns_equals_tree_from_the_merged_table(tiny_ckpt):
-    from hccli.inspect_tree import build_tree
+    from ckpt_tools import tree_by_name as build_tree
 
     ckpt = open_checkpoint(tiny_ckpt)
     merged = build_tree((n, t.dtype, t.shape) for n, (_, t) in ckpt.tensors().items())

@@ -7,8 +7,8 @@ from hypothesis import strategies as st
 
 from ckpt_tools import write_shard
 from conftest import run_hc
-from hccli.checkpoint.header import TensorInfo
-from hccli.inspect_tree import build_tree
+from hccli.checkpoint.header_types import TensorInfo
+from ckpt_tools import tree_by_name as build_tree
 
 F32_ONE = struct.pack("<f", 1.0)
 
@@ -77,7 +77,7 @@ def test_tree_matches_reference_grouping(names, shapes):
 
 
 def _columns_of(entries):
-    from hccli.checkpoint.header import Columns
+    from hccli.checkpoint.header_types import Columns
 
     names, dtypes, shapes = (list(x) for x in zip(*entries)) if entries else ([], [], [])
     return Columns(names, dtypes, shapes, [0] * len(names), [0] * len(names))
@@ -112,7 +112,7 @@ def test_tree_by_blocks_is_the_tree_name_by_name(groups, sigs, sort):
 
 def test_tree_by_blocks_on_a_release_layout(tmp_path):
     from conftest import SAMPLES
-    from hccli.checkpoint.shardset import open_checkpoint
+    from hccli.checkpoint.opening import open_checkpoint
     from hccli.inspect_report import _columns
     from hccli.inspect_tree import build_tree_columns
     from hccli.synth import make_checkpoint

@@ -5,8 +5,8 @@ import re
 
 from conftest import ROOT
 
-from hccli import config_read, vocab
-from hccli.checkpoint import gguf_file, header, store, verify
+from hccli import bounded, config_read, vocab
+from hccli.checkpoint import gguf_file, header_types, store, verify
 from hccli.kernels import limits
 
 
@@ -20,7 +20,8 @@ def test_bounds_table_matches_the_code():
     text = (ROOT / "README.md").read_text()
     n = "{:,}".format
     rows = {
-        "a safetensors header": [n(header.MAX_HEADER_SIZE), str(header.MAX_JSON_DEPTH)],
+        "a safetensors header": [n(header_types.MAX_HEADER_SIZE), str(bounded.MAX_JSON_DEPTH)],
+        "JSON read from a file or server": [str(bounded.MAX_JSON_DEPTH), str(bounded.MAX_INT_DIGITS)],
         "an index file read whole": [n(store.INDEX_CAP)],
         "a config.json read whole": [n(config_read.MAX_CONFIG_BYTES)],
         "shard files in a listing or index": [n(store.MAX_SHARDS)],
@@ -28,7 +29,7 @@ def test_bounds_table_matches_the_code():
         "Sinkhorn iterations": [n(vocab.MAX_SINKHORN_ITERS)],
         "`hc_*_fn` values `--verify` reads (in 8 MiB chunks)": [n(verify.FN_READ_BUDGET)],
         "values in one array `run-kernel` reads or builds": [n(limits.MAX_ELEMENTS)],
-        "JSON mixes": [n(limits.MAX_JSON_BYTES), str(limits.MAX_JSON_DEPTH), str(limits.MAX_JSON_DIGITS)],
+        "JSON mixes": [n(limits.MAX_JSON_BYTES), str(limits.MAX_JSON_DIGITS)],
         "a GGUF header (metadata and tensor infos)": [n(gguf_file.MAX_HEADER_BYTES), n(gguf_file.MAX_TENSORS)],
     }
     for what, figures in rows.items():

@@ -14,7 +14,7 @@ from conftest import SAMPLES, run_hc_process, write_sparse_shard
 
 from hccli.checkpoint import agree, placement, verify
 from hccli.checkpoint.header import read_header
-from hccli.checkpoint.shardset import open_checkpoint
+from hccli.checkpoint.opening import open_checkpoint
 from hccli.checkpoint.source import LocalFile
 from hccli.inventory import build_inventory
 from hccli.st_layout import header_bytes, serializer_order
@@ -51,7 +51,7 @@ def fast_answers(path):
     ckpt = open_checkpoint(path)
     inv = build_inventory(ckpt.config)
     return (agree.index_agrees(ckpt, ckpt.index.weight_map), agree.inventory_agrees(ckpt, inv.columns),
-            placement._published_as_is(ckpt, inv))
+            placement._published_as_is(ckpt, inv, agree.positions(ckpt, inv.columns)))
 
 
 def test_a_release_as_published_takes_every_short_answer_and_they_are_right(release, monkeypatch):

@@ -23,7 +23,7 @@ def index_agrees(ckpt: Checkpoint, wm: dict[str, str]) -> bool:
     there is no index_missing_tensor, unindexed_tensor, wrong_shard or duplicate_tensor to report.
     Every shard readable and no name in two shards; then the index's names are the shards' names
     when each shard's names map to that shard and the counts are equal."""
-    if not all_readable(ckpt) or not ckpt.names_unique():
+    if not all_readable(ckpt) or not ckpt.unique:
         return False
     if len(wm) != sum(len(s.header.names) for s in ckpt.shards):
         return False
@@ -46,18 +46,9 @@ def inventory_agrees(ckpt: Checkpoint, inv: Any) -> bool:
 
 def positions(ckpt: Checkpoint, inv: Any) -> list[int] | None:
     """Where each tensor of the inventory's columns `inv` is among the shards' entries (their
-    columns end to end) when the shards agree with it (inventory_agrees), else None. Kept on the
-    checkpoint for the next check that asks about the same columns (verify, then placement)."""
-    memo = ckpt.memo.get("positions")
-    if memo is not None and memo[0] is inv:
-        return memo[1]
-    at = _positions(ckpt, inv)
-    ckpt.memo["positions"] = (inv, at)
-    return at
-
-
-def _positions(ckpt: Checkpoint, inv: Any) -> list[int] | None:
-    if not ckpt.names_unique():
+    columns end to end) when the shards agree with it (inventory_agrees), else None. Worked out
+    once by verify, which hands it to the placement check."""
+    if not ckpt.unique:
         return None
     columns = [s.header.columns for s in ckpt.readable()]
     names = list(chain.from_iterable(c.names for c in columns))

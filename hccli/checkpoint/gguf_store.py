@@ -17,6 +17,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
+from hccli.bounded import one_line
 from hccli.checkpoint.gguf_file import (
     GGUF_MAGIC,
     MAX_HEADER_BYTES,
@@ -28,8 +29,8 @@ from hccli.checkpoint.gguf_file import (
     VERSIONS,
 )
 from hccli.checkpoint.gguf_file import HeaderScan as _Scan
-from hccli.checkpoint.header import Header, TensorInfo
-from hccli.checkpoint.source import ByteSource, one_line
+from hccli.checkpoint.header_types import Header, TensorInfo
+from hccli.checkpoint.source import ByteSource
 from hccli.errors import HcError
 
 if TYPE_CHECKING:  # numpy only where values are decoded: opening a safetensors checkpoint never needs it

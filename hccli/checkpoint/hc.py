@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import sys
 from array import array
-from dataclasses import dataclass
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import contains
 from typing import TYPE_CHECKING, Iterator
 
 from hccli import dialects as D
-from hccli.checkpoint.header import TensorInfo
-from hccli.checkpoint.shardset import Checkpoint, Shard
+from hccli.checkpoint.header_types import TensorInfo
+from hccli.checkpoint.shardset import Checkpoint, HcSiteTensors, Shard
 from hccli.errors import HcError
 from hccli.layers import format_ranges
 from hccli.vocab import (
@@ -31,7 +30,6 @@ from hccli.vocab import (
     STAGE,
     hc_from_mix_width,
     HcName,
-    hc_tensor_name,
     mix_width,
     owner_of,
     parse_hc_name,
@@ -39,6 +37,8 @@ from hccli.vocab import (
 
 if TYPE_CHECKING:  # numpy is imported where values are decoded: `inspect --json` never needs it
     import numpy as np
+
+    from hccli.config import ModelConfig
 
 
 # The most bytes a site's base (or scale) can have: (2 + hc) * hc F32 values at the bound.
@@ -49,37 +49,15 @@ MAX_MIX_BYTES = 4 * mix_width(MAX_HC_MULT)
 MAX_DECODED_ELEMENTS = 1 << 26
 
 
-@dataclass(frozen=True, slots=True)
-class HcSiteTensors:
-    owner: str  # "layers.3", "mtp.0" or "" (root head mix)
-    site: str
-    layer: int
-    name: str  # "layers.3", "mtp.0" or "head"
-    is_stage: bool
-    parts: dict[str, tuple[Shard, TensorInfo]]  # "fn" / "base" / "scale"
-
-    def tensor_name(self, part: str) -> str:
-        """The canonical (release) name of one part."""
-        return hc_tensor_name(self.owner, self.site, part)
-
-    def stored_name(self, part: str) -> str:
-        """The part's name as the checkpoint spells it (the canonical one where it has none)."""
-        return self.parts[part][1].name if part in self.parts else self.tensor_name(part)
+def detect(shards: list[Shard], names: list[str], raw_config: dict | None) -> D.Detection:
+    """The dialect the checkpoint's names are written in. raw_config, the config.json as read,
+    settles names that fit a transformers save and a prefixed release."""
+    if any(is_gguf(s) for s in shards):
+        return D.Detection(D.GGUF, "a GGUF file")
+    return D.detect_dialect(names, raw_config)
 
 
-def dialect_of(ckpt: Checkpoint, raw_config: dict | None = None) -> D.Detection:
-    """The dialect the checkpoint's names are written in (cached on it). raw_config, the
-    config.json as read, settles names that fit a transformers save and a prefixed release."""
-    if ckpt._dialect is None:
-        if any(is_gguf(s) for s in ckpt.shards):
-            ckpt._dialect = D.Detection(D.GGUF, "a GGUF file")
-        else:
-            ckpt._dialect = D.detect_dialect(ckpt.all_names(), raw_config)
-    return ckpt._dialect
-
-
-def _hc_parser(ckpt: Checkpoint):
-    dialect = dialect_of(ckpt).dialect
+def _hc_parser(dialect: str):
     if dialect in (D.RELEASE, D.UNKNOWN):
         return parse_hc_name
     return lambda name: D.hc_name(name, dialect)
@@ -87,9 +65,13 @@ def _hc_parser(ckpt: Checkpoint):
 
 def gguf_settings(ckpt: Checkpoint) -> dict:
     """A GGUF's model settings from its metadata ({} for any other checkpoint)."""
+    return _gguf_settings(ckpt.shards)
+
+
+def _gguf_settings(shards: list[Shard]) -> dict:
     from hccli.checkpoint.gguf_store import gguf_kv, settings
 
-    return settings(gguf_kv(ckpt.shards))
+    return settings(gguf_kv(shards))
 
 
 def gguf_architecture(ckpt: Checkpoint) -> str:
@@ -104,23 +86,46 @@ def op_settings(ckpt: Checkpoint) -> tuple[int, float]:
     """(Sinkhorn iterations, eps): the config's, a GGUF's metadata's, or the reference defaults."""
     if ckpt.config is not None:
         return ckpt.config.hc_sinkhorn_iters, ckpt.config.hc_eps
-    g = gguf_settings(ckpt) if dialect_of(ckpt).dialect == D.GGUF else {}
+    g = gguf_settings(ckpt) if ckpt.dialect.dialect == D.GGUF else {}
     iters, eps = g.get("hyper_connection.sinkhorn_iterations"), g.get("hyper_connection.epsilon")
     ok_iters = isinstance(iters, int) and not isinstance(iters, bool) and 0 < iters <= 10_000
     ok_eps = isinstance(eps, float) and 0 < eps < 1
     return (iters if ok_iters else DEFAULT_SINKHORN_ITERS), (eps if ok_eps else DEFAULT_HC_EPS)
 
 
-def layer_counts(ckpt: Checkpoint, names) -> tuple[int, int]:
-    """(n_layers, n_stages): from the config when there is one, else from a GGUF's
-    metadata, else from the names."""
-    if ckpt.config is not None:
-        return ckpt.config.n_layers, ckpt.config.n_stages
-    block_count = gguf_settings(ckpt).get("block_count") if dialect_of(ckpt).dialect == D.GGUF else None
+def find_sites(shards: list[Shard], merged: dict | None, dialect: str, config: ModelConfig | None
+               ) -> tuple[int, int, list[HcSiteTensors]]:
+    """(n_layers, n_stages, every HC site by canonical (layer, site, part)) of the readable shards
+    in any dialect; merged: the merged table where names repeat across shards."""
+    n_layers, n_stages = _layer_counts(shards, merged, dialect, config)
+    parse = _hc_parser(dialect)
+    groups: dict[tuple[str, str], dict] = {}
+    owners: dict[str, HcName] = {}
+    for name, ref in _hc_candidates(shards, merged):
+        hn = parse(name)
+        if hn is not None:
+            groups.setdefault((hn.owner, hn.site), {})[hn.part] = ref
+            owners[hn.owner] = hn
+    out = []
+    for (owner, site), parts in groups.items():
+        hn = owners[owner]
+        label = owner or "head"
+        out.append(HcSiteTensors(owner, site, hn.layer(n_layers, n_stages), label, hn.is_stage, parts))
+    out.sort(key=lambda s: (s.layer, SITE_ORDER[s.site]))
+    return n_layers, n_stages, out
+
+
+def _layer_counts(shards: list[Shard], merged: dict | None, dialect: str, config: ModelConfig | None
+                  ) -> tuple[int, int]:
+    """(n_layers, n_stages): from the config when there is one, else from a GGUF's metadata, else
+    from the names."""
+    if config is not None:
+        return config.n_layers, config.n_stages
+    block_count = _gguf_settings(shards).get("block_count") if dialect == D.GGUF else None
     if isinstance(block_count, int) and not isinstance(block_count, bool) and 0 < block_count < 1 << 20:
         return block_count, 0
+    names = list(merged) if merged is not None else chain.from_iterable(s.header.names for s in shards)
     most = {BACKBONE: -1, STAGE: -1}
-    dialect = dialect_of(ckpt).dialect
     if dialect not in (D.RELEASE, D.RELEASE_PREFIXED, D.UNKNOWN):
         # the other dialects hold no stages; their layers are numbered by their HC sites
         for n in names:
@@ -136,34 +141,14 @@ def layer_counts(ckpt: Checkpoint, names) -> tuple[int, int]:
     return most[BACKBONE] + 1, most[STAGE] + 1
 
 
-def find_hc(ckpt: Checkpoint) -> list[HcSiteTensors]:
-    """Every HC site of the checkpoint, by canonical (layer, site, part), in any dialect."""
-    n_layers, n_stages = layer_counts(ckpt, ckpt.all_names() if ckpt.config is None else ())
-    parse = _hc_parser(ckpt)
-    groups: dict[tuple[str, str], dict] = {}
-    owners: dict[str, HcName] = {}
-    for name, ref in _hc_candidates(ckpt):
-        hn = parse(name)
-        if hn is not None:
-            groups.setdefault((hn.owner, hn.site), {})[hn.part] = ref
-            owners[hn.owner] = hn
-    out = []
-    for (owner, site), parts in groups.items():
-        hn = owners[owner]
-        label = owner or "head"
-        out.append(HcSiteTensors(owner, site, hn.layer(n_layers, n_stages), label, hn.is_stage, parts))
-    out.sort(key=lambda s: (s.layer, SITE_ORDER[s.site]))
-    return out
-
-
-def _hc_candidates(ckpt: Checkpoint) -> Iterator[tuple[str, tuple[Shard, TensorInfo]]]:
+def _hc_candidates(shards: list[Shard], merged: dict | None) -> Iterator[tuple[str, tuple[Shard, TensorInfo]]]:
     """(name, (shard, entry)) of the tensors whose names hold "hc", as every dialect spells an HC
     tensor (~0.3% of a checkpoint): picked per header by C-level scans of its name column when
     no name repeats across shards, else from the merged table (first occurrence wins)."""
-    if not ckpt.names_unique():
-        yield from ((n, ref) for n, ref in ckpt.tensors().items() if "hc" in n)
+    if merged is not None:
+        yield from ((n, ref) for n, ref in merged.items() if "hc" in n)
         return
-    for s in ckpt.readable():
+    for s in shards:
         names = s.header.names
         for i in compress(range(len(names)), map(contains, names, repeat("hc"))):
             yield names[i], (s, s.header.entry(i))
@@ -281,7 +266,7 @@ def _f32_list(raw: bytes) -> list[float]:
 
 
 def select_site(ckpt: Checkpoint, layer: int, site: str) -> HcSiteTensors:
-    sites = find_hc(ckpt)
+    sites = ckpt.hc_sites
     for s in sites:
         if s.layer == layer and s.site == site:
             return s

@@ -21,7 +21,7 @@ from itertools import accumulate, chain, repeat
 from operator import attrgetter, itemgetter, mul, sub
 from typing import Any, Callable
 
-from hccli.checkpoint.header import (
+from hccli.checkpoint.header_types import (
     _SPAN,
     DTYPES,
     METADATA_KEY,
@@ -142,7 +142,7 @@ def _assemble_general(entries: dict[str, Any], dtypes: list, shapes: list, offse
     """Apply the reference's per-entry rules and the tiling rule to whole columns. Raises
     TypeError for columns of the wrong types."""
     # One str object per dtype name and one tuple per distinct shape, shared by every entry that has
-    # it (experts repeat a few shapes thousands of times): ~10 MB less for a 100k-tensor checkpoint.
+    # it (experts repeat a few shapes thousands of times): the memory of a 100k-tensor checkpoint.
     dtypes = list(map(_DTYPE_NAMES.get, dtypes))  # TypeError for an unhashable dtype
     if None in dtypes:
         return None

@@ -13,8 +13,9 @@ import numpy as np
 
 from typing import Iterator
 
-from hccli.checkpoint.header import DTYPES, Header, TensorInfo, quote
-from hccli.checkpoint.source import ByteSource, one_line
+from hccli.bounded import one_line
+from hccli.checkpoint.header_types import DTYPES, Header, TensorInfo, quote
+from hccli.checkpoint.source import ByteSource
 from hccli.errors import HcError
 
 # Stored little-endian, as the safetensors format says.

@@ -8,7 +8,6 @@ the hc_mult bound, fn projections in chunks, within FN_READ_BUDGET bytes a run."
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from itertools import compress, filterfalse
 from operator import and_, attrgetter, itemgetter, ne
 from pathlib import PurePosixPath
@@ -16,16 +15,9 @@ from typing import Any
 
 from hccli import dialects as D
 from hccli.checkpoint import agree
-from hccli.checkpoint.hc import (
-    MAX_MIX_BYTES,
-    count_nonfinite,
-    dialect_of,
-    find_hc,
-    gguf_settings,
-    is_gguf,
-)
+from hccli.checkpoint.findings import Finding, finding
+from hccli.checkpoint.hc import MAX_MIX_BYTES, count_nonfinite, gguf_settings, is_gguf
 from hccli.checkpoint.shardset import Checkpoint
-from hccli.checkpoint.source import one_line
 from hccli.errors import HcError
 from hccli.vocab import HC_PARTS, MAX_HC_MULT, HcName, hc_from_mix_width
 
@@ -36,74 +28,28 @@ _SIGNATURE = attrgetter("dtype", "shape")  # equal for every tensor: no wrong sh
 # header would make verify read for minutes (a sparse file costs no disk for its claim).
 FN_READ_BUDGET = 2 << 30
 
-# code -> (severity, what it means); the README lists them
-CODES = {
-    "unreadable_shard": ("error", "a shard's header could not be read"),
-    "missing_shard": ("error", "the index (or the other shards' -of-N names) names a shard file that is not there"),
-    "partial_file": ("error", "a .partial file beside the shards: an interrupted download or write"),
-    "unsafe_shard_path": ("error", "the index names a shard outside the checkpoint (absolute path or ..)"),
-    "index_missing_tensor": ("error", "the index lists a tensor that its shard does not hold"),
-    "unindexed_tensor": ("error", "a shard holds a tensor the index does not list"),
-    "wrong_shard": ("error", "a tensor lies in another shard than the index says"),
-    "duplicate_tensor": ("error", "a tensor is stored in several shards"),
-    "unindexed_shard": ("warning", "a .safetensors file in the directory that the index never names"),
-    "total_size_mismatch": ("error", "metadata.total_size differs from the sum of the tensors' byte spans"),
-    "no_index": ("warning", "a directory of shards without model.safetensors.index.json"),
-    "hc_incomplete": ("error", "a site lacks one of its hc_*_fn, hc_*_base, hc_*_scale"),
-    "hc_shape": ("error", "HC tensors whose shapes disagree with each other or with hc_mult"),
-    "hc_dtype": ("error", "an HC tensor that is not F32"),
-    "hc_quantised": ("error", "a GGUF HC tensor stored in a quantised GGML type (Q8_0, Q4_K, ...), named"),
-    "hc_reduced_precision": ("warning", "a GGUF HC tensor stored in F16 or BF16: each value rounded to 2^-11 "
-                                        "or 2^-8 relative"),
-    "hc_missing_site": ("error", "a GGUF lacks an HC site its metadata's block_count implies"),
-    "hc_nonfinite": ("error", "an HC tensor holds NaN or Inf"),
-    "hc_unchecked": ("warning", "an hc_*_fn whose values were not read: past the bytes verify reads in one run"),
-    "config_unreadable": ("warning", "config.json beside the checkpoint could not be used"),
-    "missing_tensor": ("error", "the config implies a tensor the checkpoint lacks"),
-    "unexpected_tensor": ("error", "the checkpoint holds a tensor the config does not imply"),
-    "wrong_shape": ("error", "a tensor's shape differs from what the config implies"),
-    "wrong_dtype": ("error", "a tensor's dtype differs from what the config implies"),
-    "partial_inventory": ("warning", "a GGUF holds only some of the tensors the config implies (said once)"),
-    "unmapped_tensor": ("warning", "a tensor name the checkpoint's dialect does not define"),
-    "shard_placement": ("info", "a known release's tensors lie in other shards, or its shards differ in size, "
-                                "from the published files"),
-}
-
-
-@dataclass(frozen=True)
-class Finding:
-    code: str
-    severity: str
-    message: str
-
-
-def _f(code: str, message: str) -> Finding:
-    return Finding(code, CODES[code][0], one_line(message, 400))
-
-
 def _each(findings: list[Finding], code: str, items: list[str], make) -> None:
-    findings.extend(_f(code, make(item)) for item in items)
+    findings.extend(finding(code, make(item)) for item in items)
 
 
-def verify(ckpt: Checkpoint, *, check_values: bool = True, sites: list | None = None) -> list[Finding]:
-    """sites: the checkpoint's HC sites, where the caller has found them already."""
-    hc = _HcCheck(ckpt, check_values, sites)
+def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
+    hc = _HcCheck(ckpt, check_values)
     out: list[Finding] = []
     for s in ckpt.shards:
         if s.header is None:
-            out.append(_f("unreadable_shard", s.error or f"{s.file}: unreadable"))
+            out.append(finding("unreadable_shard", s.error or f"{s.file}: unreadable"))
     for name in ckpt.unsafe:
-        out.append(_f("unsafe_shard_path", f"index names shard '{name}', outside the checkpoint directory; not opened"))
+        out.append(finding("unsafe_shard_path", f"index names shard '{name}', outside the checkpoint directory; not opened"))
     for name in ckpt.missing:
         named = "index names" if ckpt.index is not None else "the other shards' -of-N names imply"
-        out.append(_f("missing_shard", f"{named} shard '{name}', which is not in {ckpt.label}"))
+        out.append(finding("missing_shard", f"{named} shard '{name}', which is not in {ckpt.label}"))
     for name in ckpt.partial:
-        out.append(_f("partial_file", f"'{name}' is a .partial file (an interrupted download or write?); "
+        out.append(finding("partial_file", f"'{name}' is a .partial file (an interrupted download or write?); "
                       "the checkpoint may be incomplete"))
     idx = ckpt.index
     if idx is not None and agree.index_agrees(ckpt, idx.weight_map):
         occ: Any = None  # no duplicate and nothing the index misplaces: no table of names to build
-    elif ckpt.names_unique():  # no duplicates to list: the merged table says where each name is
+    elif ckpt.unique:  # no duplicates to list: the merged table says where each name is
         occ = _Single(ckpt.tensors())
     else:
         occ = ckpt.occurrences()
@@ -112,7 +58,7 @@ def verify(ckpt: Checkpoint, *, check_values: bool = True, sites: list | None = 
               lambda n: f"tensor '{n}' is in {len(occ[n])} shards: " + ", ".join(s.file for s in occ[n]))
     if idx is None:
         if ckpt.kind == "directory" and len(ckpt.shards) > 1 and not is_gguf(ckpt.shards[0]):
-            out.append(_f("no_index", f"{ckpt.label}: {len(ckpt.shards)} shards and no model.safetensors.index.json"))
+            out.append(finding("no_index", f"{ckpt.label}: {len(ckpt.shards)} shards and no model.safetensors.index.json"))
     else:
         gone = {*ckpt.unsafe, *ckpt.missing}
         unreadable = {s.file for s in ckpt.shards if s.header is None}
@@ -120,22 +66,18 @@ def verify(ckpt: Checkpoint, *, check_values: bool = True, sites: list | None = 
             _index_findings(out, ckpt, idx.weight_map, occ, gone, unreadable)
         for s in ckpt.shards:
             if not s.indexed:
-                out.append(_f("unindexed_shard", f"{s.file} is in the directory but the index never names it"))
+                out.append(finding("unindexed_shard", f"{s.file} is in the directory but the index never names it"))
         if idx.total_size is not None:
             spans = sum(sum(s.header.columns.ends) - sum(s.header.columns.begins)
                         for s in ckpt.shards if s.header is not None and s.indexed)
             if spans != idx.total_size and not unreadable and not gone:
-                out.append(_f("total_size_mismatch",
+                out.append(finding("total_size_mismatch",
                               f"metadata.total_size is {idx.total_size:,}; the shards' tensors span {spans:,} bytes"))
     later: list[Finding] = []
     if ckpt.config_error:
-        later.append(_f("config_unreadable", ckpt.config_error))
+        later.append(finding("config_unreadable", ckpt.config_error))
     if ckpt.config is not None:
-        later += _verify_inventory(ckpt)
-        if dialect_of(ckpt).dialect == D.RELEASE:  # where a derived layout puts tensors is its own business
-            from hccli.checkpoint.placement import placement_findings
-
-            later += placement_findings(ckpt)
+        later += _config_findings(ckpt)
     return out + hc.findings() + later
 
 
@@ -183,27 +125,27 @@ class _HcCheck:
     """The HC checks: shapes and dtypes, and the values (NaN/Inf) read by a scan; findings() gives
     them in site order."""
 
-    def __init__(self, ckpt: Checkpoint, check_values: bool, sites: list | None = None):
+    def __init__(self, ckpt: Checkpoint, check_values: bool):
         self.ckpt = ckpt
-        self.sites = find_hc(ckpt) if sites is None else sites
+        self.sites = ckpt.hc_sites
         self.items: list[Finding | int] = []  # a finding, or the index of a value job
         self.jobs: list[tuple[Any, str]] = []
         hc_mult = ckpt.config.hc_mult if ckpt.config is not None else None
         fn_budget = FN_READ_BUDGET
         # where reads cost a transfer the fn projections (2 MB a site, 169 MB for V4.1-Flash) are not fetched
-        cheap = ckpt.store is None or ckpt.store.bulk_reads_cheap
+        cheap = ckpt.store.bulk_reads_cheap
         out = self.items
         for s in self.sites:
             missing = [p for p in HC_PARTS if p not in s.parts]
             if missing:
-                out.append(_f("hc_incomplete", f"{s.name} {s.site}: no " + ", ".join(s.tensor_name(p) for p in missing)))
+                out.append(finding("hc_incomplete", f"{s.name} {s.site}: no " + ", ".join(s.tensor_name(p) for p in missing)))
             for part, (shard, info) in s.parts.items():
                 if info.dtype != "F32":
                     out.append(_dtype_finding(s.tensor_name(part), info, is_gguf(shard)))
             shapes = {p: info.shape for p, (_, info) in s.parts.items()}
             problem = _hc_shape_problem(s.site, shapes, hc_mult)
             if problem:
-                out.append(_f("hc_shape", f"{s.name} {s.site}: {problem}"))
+                out.append(finding("hc_shape", f"{s.name} {s.site}: {problem}"))
             if not check_values:
                 continue
             for part in ("base", "scale", "fn") if cheap else ("base", "scale"):
@@ -214,7 +156,7 @@ class _HcCheck:
                     continue  # past the hc_mult bound: a shape finding above, and its claimed size is not read
                 if part == "fn":
                     if nbytes > fn_budget:
-                        out.append(_f("hc_unchecked", f"'{s.tensor_name(part)}' ({nbytes:,} bytes) not read: "
+                        out.append(finding("hc_unchecked", f"'{s.tensor_name(part)}' ({nbytes:,} bytes) not read: "
                                       f"past the {FN_READ_BUDGET:,} bytes of fn values one verify reads"))
                         continue
                     fn_budget -= nbytes
@@ -240,9 +182,9 @@ class _HcCheck:
                 continue
             (s, part), (bad, why) = self.jobs[item], counts[item]
             if why is not None:
-                out.append(_f("hc_unchecked", f"'{s.stored_name(part)}' not read: {why}"))
+                out.append(finding("hc_unchecked", f"'{s.stored_name(part)}' not read: {why}"))
             elif bad:
-                out.append(_f("hc_nonfinite", f"'{s.stored_name(part)}' holds {bad} NaN/Inf values"))
+                out.append(finding("hc_nonfinite", f"'{s.stored_name(part)}' holds {bad} NaN/Inf values"))
         if self.ckpt.config is None:
             out += _gguf_missing_sites(self.ckpt, self.sites)
         return out
@@ -253,17 +195,17 @@ def _dtype_finding(canonical: str, info, gguf: bool) -> Finding:
 
     shown = f"'{info.name}'" + (f" ({canonical})" if info.name != canonical else "")
     if not gguf:
-        return _f("hc_dtype", f"{shown} is {info.dtype}; expected F32")
+        return finding("hc_dtype", f"{shown} is {info.dtype}; expected F32")
     if info.dtype in FLOAT_TYPES:
-        return _f("hc_reduced_precision", f"{shown} is {info.dtype}: each value is rounded to {ROUNDING[info.dtype]} "
+        return finding("hc_reduced_precision", f"{shown} is {info.dtype}: each value is rounded to {ROUNDING[info.dtype]} "
                   "relative (the reference keeps HC tensors F32)")
-    return _f("hc_quantised", f"{shown} is {info.dtype}, a quantised GGML type; the reference keeps HC tensors F32")
+    return finding("hc_quantised", f"{shown} is {info.dtype}, a quantised GGML type; the reference keeps HC tensors F32")
 
 
 def _gguf_missing_sites(ckpt: Checkpoint, sites) -> list[Finding]:
     """Without a config, a GGUF's metadata still says how many blocks it has: every one holds
     an attn and an ffn site, and deepseek4 a head mix (deepseek41 has none)."""
-    if dialect_of(ckpt).dialect != D.GGUF:
+    if ckpt.dialect.dialect != D.GGUF:
         return []
     n = gguf_settings(ckpt).get("block_count")
     if not isinstance(n, int) or isinstance(n, bool) or not 0 < n < 1 << 20:
@@ -278,7 +220,7 @@ def _gguf_missing_sites(ckpt: Checkpoint, sites) -> list[Finding]:
         owner = HcName("", None, "head", "fn") if site == "head" else HcName("layers", layer, site, "fn")
         return D.spell_hc(owner, D.GGUF) or ""
 
-    return [_f("hc_missing_site", f"no {gguf_name(layer, site)} (nor its base and scale); the metadata's "
+    return [finding("hc_missing_site", f"no {gguf_name(layer, site)} (nor its base and scale); the metadata's "
                f"block_count {n} implies it") for layer, site in want
             if (layer, site) not in have]
 
@@ -313,20 +255,32 @@ def _hc_shape_problem(site: str, shapes: dict[str, tuple[int, ...]], hc_mult: in
     return None
 
 
-def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
-    """The config's inventory against the headers, by canonical name, under the rules of
-    the checkpoint's layout (reconcile.py)."""
+def _config_findings(ckpt: Checkpoint) -> list[Finding]:
+    """The config's inventory against the headers, by canonical name, under the rules of the
+    checkpoint's layout (reconcile.py); for the release layout, also where the tensors lie
+    (placement.py)."""
     from hccli.checkpoint import reconcile as R
     from hccli.inventory import build_inventory
 
-    cfg = ckpt.config
-    assert cfg is not None
-    dialect = dialect_of(ckpt).dialect
+    assert ckpt.config is not None
+    dialect = ckpt.dialect.dialect
     if dialect not in R.RECONCILED:
         return []
-    inventory = build_inventory(cfg)
-    if dialect == D.RELEASE and agree.inventory_agrees(ckpt, inventory.columns):
-        return []  # the release's names: its inventory as it stands, and the shards agree with it
+    inventory = build_inventory(ckpt.config)
+    if dialect != D.RELEASE:
+        return _inventory_findings(ckpt, inventory, dialect)
+    from hccli.checkpoint.placement import placement_findings
+
+    # the release's names: its inventory as it stands; where the shards agree with it, the
+    # placement check starts from the same positions
+    at = agree.positions(ckpt, inventory.columns)
+    found = [] if at is not None else _inventory_findings(ckpt, inventory, dialect)
+    return found + placement_findings(ckpt, inventory, at)
+
+
+def _inventory_findings(ckpt: Checkpoint, inventory: Any, dialect: str) -> list[Finding]:
+    from hccli.checkpoint import reconcile as R
+
     stored = ckpt.tensors()
     inv = R.expected_layout(inventory, dialect, R.model_dtype(stored, dialect))
     all_exact = all(map(_EXACT, inv.values()))
@@ -350,7 +304,7 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
         hc_missing = [n for n in missing if "hc_" in n]
         rest = [n for n in missing if "hc_" not in n]
         if rest:
-            out.append(_f("partial_inventory", f"{ckpt.label} holds {len(inv) - len(missing):,} of the {len(inv):,} "
+            out.append(finding("partial_inventory", f"{ckpt.label} holds {len(inv) - len(missing):,} of the {len(inv):,} "
                           f"tensors llama.cpp's converter writes for this config; {len(rest):,} are not here "
                           f"(first: '{rest[0]}'), not listed one by one"))
         missing = hc_missing
@@ -377,6 +331,6 @@ def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
         lambda n: f"'{shown(n)}' is {have[n][1].dtype}; the config implies {inv[n].dtype}",
         lambda n: inv[n].exact)
     if unmapped:
-        out.append(_f("unmapped_tensor", f"{len(unmapped):,} tensors whose names the {dialect} layout does not "
+        out.append(finding("unmapped_tensor", f"{len(unmapped):,} tensors whose names the {dialect} layout does not "
                       f"define (first: '{unmapped[0]}')"))
     return out

@@ -9,7 +9,8 @@ from rich.text import Text
 from rich.tree import Tree
 
 from hccli.cli.output import markup, plain, safe
-from hccli.inspect_report import HcSplitEntry, InspectReport
+from hccli.inspect_hc import HcSplitEntry
+from hccli.inspect_report import InspectReport
 
 # findings of one code shown to people; --json has them all
 FINDINGS_SHOWN_PER_CODE = 20
