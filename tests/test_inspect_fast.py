@@ -228,6 +228,18 @@ def test_inspect_json_imports_no_numpy_nor_verify(tiny_ckpt):
     assert r.stderr.strip() == ""
 
 
+def test_inspect_verify_json_of_safetensors_imports_no_numpy(tiny_ckpt):
+    # the NaN/Inf scan of F32 values counts exponent bits in the bytes
+    code = ("import sys; from hccli.cli.app import main; sys.argv = ['hc', 'inspect', sys.argv[1], '--verify',"
+            " '--json'];\nimport atexit; atexit.register(lambda: sys.stderr.write(' '.join(sorted(m for m in"
+            " sys.modules if m in ('numpy', 'torch', 'rich.console')))))\nmain()")
+    r = subprocess.run([sys.executable, "-c", code, str(tiny_ckpt)], capture_output=True, text=True, cwd=ROOT,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["findings"] == []
+    assert r.stderr.strip() == ""
+
+
 # --------------------------------------------------------------------------- tree
 
 

@@ -203,15 +203,13 @@ def is_gguf(shard: Shard) -> bool:
 def count_nonfinite(ckpt: Checkpoint, site: HcSiteTensors, part: str) -> int:
     """NaN and Inf values in one of a site's tensors, read in bounded chunks (an fn
     projection is 2 MB in a real model, and whatever a header says in a hostile one)."""
-    import numpy as np
-
-    from hccli.checkpoint.values import iter_tensor_chunks
+    from hccli.checkpoint.values import count_nonfinite_f32, iter_tensor_bytes
 
     shard, info = site.parts[part]
-    if info.dtype != "F32":  # decoded whole, within read_part's bound
-        return int(np.count_nonzero(~np.isfinite(read_part(ckpt, site, part))))
+    if info.dtype != "F32":  # decoded whole to float32, within read_part's bound
+        return count_nonfinite_f32(read_part(ckpt, site, part).astype("<f4").tobytes())
     with ckpt.source(shard) as src:
-        return sum(int(np.count_nonzero(~np.isfinite(v))) for v in iter_tensor_chunks(src, shard.header, info.name))
+        return sum(map(count_nonfinite_f32, iter_tensor_bytes(src, shard.header, info.name)))
 
 
 def read_base_scale(ckpt: Checkpoint, site: HcSiteTensors) -> tuple[np.ndarray, np.ndarray]:
