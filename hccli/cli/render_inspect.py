@@ -59,11 +59,12 @@ def _summary(r: InspectReport) -> Iterator[Any]:
 
 
 def _tree(r: InspectReport) -> Iterator[Any]:
-    t = Tree("[bold]tensors[/] (repeated layers collapsed)")
+    # labels as Text: no markup to parse or escape (a name stays as written)
+    t = Tree(Text.assemble(("tensors", "bold"), " (repeated layers collapsed)"))
     for node in r.tree():
-        branch = t.add(f"{safe(node.label)}  [dim]{safe(node.detail)}[/]")
+        branch = t.add(Text.assemble(plain(node.label) + "  ", (plain(node.detail), "dim")))
         for child in node.children:
-            branch.add(f"{safe(child.label)}  [dim]{safe(child.detail)}[/]")
+            branch.add(Text.assemble(plain(child.label) + "  ", (plain(child.detail), "dim")))
     yield Text("")
     yield t
 
