@@ -29,7 +29,6 @@ from hccli.inspect_doc import (
 )
 from hccli.inspect_hc import HcEntry, read_hc_entries
 from hccli.inspect_tree import TreeNode, build_tree_columns, merged_columns, totals_from_columns
-from hccli.layers import format_ranges
 from hccli.vocab import BACKBONE, STAGE, owner_of
 
 if TYPE_CHECKING:  # verify's modules load only for --verify
@@ -127,6 +126,8 @@ def _check_layers(what: str, layers: Collection[int], label: str, n_layers: int,
     last = n_layers + n_stages  # the root head mix's number, whether or not the family has one
     past = [n for n in layers if n > last]
     if past:
+        from hccli.layers import format_ranges  # (the layer plan's module: loaded for this message only)
+
         kinds = [f"backbone {format_ranges(list(range(n_layers)))}"] if n_layers else []
         kinds += [f"stages {format_ranges(list(range(n_layers, last)))}"] if n_stages else []
         kinds.append(f"root head mix {last}")
@@ -175,6 +176,8 @@ def build_inspect(
         have = sorted({s.layer for s in sites})
         sites = [s for s in sites if s.layer in hc_layers]
         if not sites:
+            from hccli.layers import format_ranges
+
             where = f"HC sites at layers {format_ranges(have)}" if have else "no hc_* tensors"
             raise HcError(f"{ckpt.label}: no HC sites at layer {format_ranges(sorted(hc_layers))}; "
                           f"this checkpoint has {where}")

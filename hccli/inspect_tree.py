@@ -11,7 +11,6 @@ from typing import Iterable
 from operator import attrgetter, ge, itemgetter, ne
 
 from hccli.checkpoint.header_types import DTYPES, Columns
-from hccli.layers import format_ranges
 
 _INFO = itemgetter(1)
 _DTYPE, _SHAPE, _BEGIN, _END = attrgetter("dtype"), attrgetter("shape"), attrgetter("begin"), attrgetter("end")
@@ -241,6 +240,8 @@ class _Acc:
             entry[2] += k
 
     def nodes(self) -> list[TreeNode]:
+        from hccli.layers import format_ranges  # (the layer plan's module: loaded for the tree only)
+
         nodes = []
         for key, (members, templates, (dtype, shape)) in self.tops.items():
             if not members:

@@ -217,10 +217,11 @@ def test_repeated_names_across_shards_take_the_merged_table(tiny_ckpt, tmp_path)
     assert {d: (v["tensors"], v["bytes"]) for d, v in doc["dtypes"].items()} == per
 
 
-def test_inspect_json_imports_no_numpy_nor_verify(tiny_ckpt):
+def test_inspect_json_imports_no_numpy_nor_verify_nor_the_layer_plan(tiny_ckpt):
     code = ("import sys; from hccli.cli.app import main; sys.argv = ['hc', 'inspect', sys.argv[1], '--json'];\n"
             "import atexit; atexit.register(lambda: sys.stderr.write(' '.join(sorted(m for m in sys.modules if m in"
-            " ('numpy', 'hccli.checkpoint.verify', 'hccli.inventory', 'torch', 'rich.console')))))\nmain()")
+            " ('numpy', 'hccli.checkpoint.verify', 'hccli.inventory', 'hccli.layers', 'torch', 'rich.console')))))"
+            "\nmain()")
     r = subprocess.run([sys.executable, "-c", code, str(tiny_ckpt)], capture_output=True, text=True, cwd=ROOT,
                        timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]

@@ -20,7 +20,6 @@ from hccli import dialects as D
 from hccli.checkpoint.header_types import TensorInfo
 from hccli.checkpoint.shardset import Checkpoint, HcSiteTensors, Shard
 from hccli.errors import HcError
-from hccli.layers import format_ranges
 from hccli.vocab import (
     BACKBONE,
     DEFAULT_HC_EPS,
@@ -268,6 +267,8 @@ def select_site(ckpt: Checkpoint, layer: int, site: str) -> HcSiteTensors:
     for s in sites:
         if s.layer == layer and s.site == site:
             return s
+    from hccli.layers import format_ranges  # (the layer plan's module: loaded for this message only)
+
     have = sorted({s.layer for s in sites if s.site == site})
     shown = format_ranges(have) if have else "none"
     raise HcError(f"{ckpt.label}: no hc_{site}_* tensors for layer {layer}; this checkpoint has {site} sites "
