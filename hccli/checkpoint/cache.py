@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from hccli.checkpoint.source import SourceError, read_small_file
+from hccli.bounded import SourceError, read_json, read_small_file
 from hccli.errors import HcError
 from hccli.safe_write import write_file
 
@@ -71,8 +71,8 @@ class Cache:
         if end < 0:
             return None
         try:
-            meta = json.loads(raw[len(_MAGIC):end])
-        except (ValueError, RecursionError):
+            meta = read_json(raw[len(_MAGIC):end], str(path), "a cache entry's line")
+        except HcError:
             return None
         data = raw[end + 1:]
         if not isinstance(meta, dict) or meta.get("asked") != {**asked, "repo": self.repo_id}:

@@ -19,9 +19,8 @@ from hccli.vocab import MAX_HC_MULT, MAX_SINKHORN_ITERS  # noqa: F401 - re-expor
 MAX_ELEMENTS = 1 << 22
 
 
-# JSON mixes: bytes read whole, nesting, and characters in one number.
+# JSON mixes: bytes read whole, and characters in one number (nesting: bounded.MAX_JSON_DEPTH).
 MAX_JSON_BYTES = 8 << 20
-MAX_JSON_DEPTH = 32
 MAX_JSON_DIGITS = 64
 
 
