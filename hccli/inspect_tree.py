@@ -256,12 +256,3 @@ class _Acc:
                 node.children.append(TreeNode(label, count, f"{sig} x{count}{where}"))
             nodes.append(node)
         return nodes
-
-
-def tree_lists(nodes: list[TreeNode]) -> list:
-    """The tree as JSON-able lists, as a forked child hands it back."""
-    return [[n.label, n.count, n.detail, tree_lists(n.children)] for n in nodes]
-
-
-def tree_from_lists(lists: list) -> list[TreeNode]:
-    return [TreeNode(label, count, detail, tree_from_lists(children)) for label, count, detail, children in lists]
