@@ -54,7 +54,7 @@ class InspectReport:
     findings: list[Finding] | None
     hc_sites: int = 0  # HC sites found by name; those whose tensors yield no values are not in `hc`
     components: ComponentTable | None = None
-    notes: tuple[str, ...] = field(default=(), repr=False, compare=False)  # warnings for people, not in JSON
+    notes: list[str] = field(default_factory=list, repr=False, compare=False)  # warnings for people, not in JSON
 
     @property
     def tensors(self) -> dict:
@@ -196,4 +196,4 @@ def build_inspect(
     else:  # (--verify words these as findings; unreadable parts the command warns of itself)
         notes = split_set_problems(ckpt, unreadable=False) + notes
     return InspectReport(ckpt, n_tensors, n_layers, n_stages, stored, logical, dtypes, rows,
-                         entries, findings, len(sites), components=table, notes=tuple(notes))
+                         entries, findings, len(sites), components=table, notes=notes)
