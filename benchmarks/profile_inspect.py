@@ -25,41 +25,29 @@ COMMANDS = {"--json": ["--json"], "--verify --json": ["--verify", "--json"], "ri
 
 # (module, attribute, label): functions timed in the child
 STEPS = [
-    ("hccli.checkpoint.shardset", "parse_index", "index parsed in process (HC_NO_FORK=1; or --verify, index disagreeing)"),
-    ("hccli.checkpoint.shardset", "_read_headers", "48 headers, all read here (HC_NO_FORK=1)"),
-    ("hccli.checkpoint.shardset", "_read_headers_shared", "48 headers, from both ends (here and the index's child)"),
-    ("hccli.checkpoint.shardset", "_read_one", "  headers read here [calls]"),
-    ("hccli.checkpoint.header_share", "decode_header", "  headers rebuilt from the child's frames [calls]"),
-    ("hccli.inspect_report", "open_checkpoint", "open (index + headers + config)"),
-    ("hccli.checkpoint.shardset", "Checkpoint.names_unique", "name uniqueness"),
+    ("hccli.inspect_report", "open_checkpoint", "open (all of it)"),
+    ("hccli.checkpoint.opening", "parse_index", "  the index"),
+    ("hccli.checkpoint.opening", "_read_headers", "  48 headers"),
+    ("hccli.checkpoint.opening", "names_unique", "  name uniqueness"),
+    ("hccli.checkpoint.opening", "detect", "  dialect"),
+    ("hccli.checkpoint.opening", "find_sites", "  HC sites"),
     ("hccli.inspect_report", "totals_from_columns", "totals"),
-    ("hccli.checkpoint.hc", "dialect_of", "dialect"),
-    ("hccli.inspect_report", "find_hc", "HC names (dialect included)"),
     ("hccli.inspect_report", "read_hc_entries", "HC values and the op"),
     ("hccli.checkpoint.verify", "verify", "verify (all of it)"),
-    ("hccli.checkpoint.agree", "digest_agrees", "  the index, by the digest of its child"),
+    ("hccli.checkpoint.agree", "index_agrees", "  the index against the headers"),
+    ("hccli.checkpoint.verify", "_HcCheck.findings", "  HC checks: the NaN/Inf scan"),
     ("hccli.inventory", "build_inventory", "  the config's inventory"),
-    ("hccli.checkpoint.verify", "_verify_inventory", "  inventory comparison (inventory included)"),
+    ("hccli.checkpoint.agree", "positions", "  inventory comparison"),
     ("hccli.checkpoint.placement", "placement_findings", "  placement check"),
-    ("hccli.checkpoint.verify", "_HcCheck.__init__", "HC checks: shapes, dtypes, the scan started (right after open)"),
-    ("hccli.checkpoint.verify", "_HcCheck.findings", "  HC checks: the NaN/Inf scan's result (waited for)"),
     ("hccli.inspect_report", "InspectReport.tree", "tree"),
     ("hccli.cli.output", "emit_json", "JSON text"),
     ("hccli.cli.output", "show", "rich rendering"),
 ]
 
 CHILD = """
-import dataclasses, importlib, json, sys, time
+import importlib, json, sys, time
 t0 = time.perf_counter()
 steps, spent, calls = json.loads(sys.argv[1]), {}, {}
-SETUP = "dataclass and record set-up (all imports)"
-def setup(*a, __f=dataclasses._process_class, **k):  # what @dataclass and @record both go through
-    t = time.perf_counter()
-    try:
-        return __f(*a, **k)
-    finally:
-        spent[SETUP] = spent.get(SETUP, 0.0) + time.perf_counter() - t
-dataclasses._process_class = setup
 import hccli.cli.app as app
 for mod, attr, label in steps:
     owner = importlib.import_module(mod)
@@ -108,8 +96,8 @@ def main() -> None:
             t = time.perf_counter()
             runs[name].append(child([str(path), *extra]))
             print(f"  {name}: {time.perf_counter() - t:.2f} s", file=sys.stderr)
-    labels = ["start-up (typer, ours, the timed modules)", "dataclass and record set-up (all imports)"] + \
-        [label for *_, label in STEPS] + ["whole run (start-up included)"]
+    labels = ["start-up (typer, ours, the timed modules)"] + [label for *_, label in STEPS] + \
+        ["whole run (start-up included)"]
     print(f"{path}: {args.runs} runs each, medians in ms (in process; steps nest)")
     print(f"{'step':46} " + " ".join(f"{name:>15}" for name in COMMANDS))
     for label in labels:

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Collection
-from dataclasses import field
+from dataclasses import dataclass, field
 
 from hccli.config import ModelConfig
 from hccli.errors import HcError
-from hccli.inventory import TensorSpec, build_hc_inventory
+from hccli.inventory import build_hc_inventory
+from hccli.inventory_types import TensorSpec
 from hccli.jsonable import NOT_IN_JSON
 from hccli.layers import LayerPlan, format_ranges
-from hccli.record import record
 from hccli.vocab import HC_SITES, hc_tensor_name, parse_hc_name
 
 HC_COMPONENTS = ("pre", "post", "comb", "fn")
@@ -28,7 +28,7 @@ HC_COMPONENTS = ("pre", "post", "comb", "fn")
 ROLES = ("window", "source", "reuse", "reindex", "compressed", "engram", "hash", "stage")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class HcSite:
     """One HC site: its owner and the parameters of each component."""
 
@@ -110,7 +110,7 @@ def groups_by_bounds(cfg: ModelConfig, plan: LayerPlan, ranges: tuple[tuple[int,
     return frozenset(out)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class SelectionLine:
     """One component of one site kind in a selection, and its arithmetic."""
 
@@ -121,7 +121,7 @@ class SelectionLine:
     total: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Selection:
     """The selected sites and components, with their total."""
 

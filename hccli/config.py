@@ -15,7 +15,7 @@ absent; unknown keys are tolerated. Every error names the file and the key.
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any, Callable
 from pathlib import Path
 
@@ -26,7 +26,6 @@ from hccli.config_layers import layer_lists
 from hccli.config_quant import QuantBlock, quant_block
 from hccli.config_read import ConfigError, as_config_error, decode_json, read_config_bytes
 from hccli.errors import HcError
-from hccli.record import record
 from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_SINKHORN_ITERS, mix_width
 
 BUNDLED_DEFAULT = "deepseek-v4.1-flash.json"
@@ -36,7 +35,7 @@ USED_INSTEAD = ("the checkpoint's tensor shapes and metadata, else the reference
                 f"({DEFAULT_SINKHORN_ITERS} Sinkhorn iterations, eps {DEFAULT_HC_EPS:g})")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class VisionConfig:
     """The vision tower's shape, where the config has one."""
 
@@ -48,7 +47,7 @@ class VisionConfig:
     downsample_ratio: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ModelConfig:
     """A validated config: the shapes and lists the counts are made from."""
 
@@ -109,7 +108,7 @@ class ModelConfig:
         return tuple(f"mtp.{s}" for s in range(self.n_stages))
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ConfigUnusable:
     """The config.json beside a checkpoint, set aside: the file, the key as the file spells it
     ("" where the file as a whole is the problem), what was expected, what it holds, what is used

@@ -19,11 +19,11 @@ figures and inventory. `transformers_params` is transformers' own count,
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from hccli.config_keys import shown
 from hccli.config_read import ConfigError
-from hccli.record import record
 
 LAYER_TYPE_RATIO_KEYS = ("compressed_sparse_attention", "heavily_compressed_attention")
 SLIDING = "sliding_attention"
@@ -141,7 +141,7 @@ def release_config_from_transformers(data: Mapping[str, Any], source: str = "con
 BUFFER_SUFFIXES = (".ffn.gate.tid2eid", ".ffn.gate.bias")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class TransformersCount:
     params: int  # what model.num_parameters() gives for this config
     left_out: dict[str, int]  # reason -> logical parameters the release has and this count omits

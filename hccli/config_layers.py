@@ -4,14 +4,14 @@ refers to; an error names the key, the entry and the range expected."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 from hccli.config_bounds import COMPRESS_RATIO, ENGRAM_ROWS, MAX_LAYERS, MAX_STAGES, SCALARS
 from hccli.config_keys import KeySpace
 from hccli.config_read import ConfigError
-from hccli.record import record
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class LayerLists:
     """The per-layer lists of a config, checked against each other."""
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from hccli.errors import HcError
-from hccli.record import record
+from dataclasses import dataclass
 
 MLX = "mlx"
 COMPRESSED_TENSORS = "compressed-tensors"
@@ -34,7 +34,7 @@ _MAX_BITS = 16
 _MAX_GROUP = 1 << 16
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class MlxQuant:
     """How mlx-lm packed one module: `bits` per value, one scale per `group_size` values."""
 
@@ -43,7 +43,7 @@ class MlxQuant:
     mode: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CtGroup:
     """One compressed-tensors config group's weights."""
 
@@ -55,7 +55,7 @@ class CtGroup:
     type: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class QuantBlock:
     kind: str  # MLX | RELEASE_FP8 | COMPRESSED_TENSORS
     default: MlxQuant | None = None  # mlx-lm: the block's own group_size, bits, mode

@@ -3,23 +3,21 @@
 A config.json is a few kilobytes (the published ones are under 4 KB). Whatever a
 path names, `hc` reads at most MAX_CONFIG_BYTES of it, and only when it is a
 regular file: a FIFO would block `open` forever and /dev/zero would never end.
-JSON that is nested past Python's recursion limit, or holds integers of absurd
-length or floats beyond float range, turns into a value a validator can name
-(the key it sits under) instead of a traceback.
+JSON nested too deeply is refused by the bounded JSON reader; integers of absurd
+length or floats beyond float range turn into a value a validator can name (the
+key it sits under) instead of a traceback.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 from typing import Any
 
-from hccli.checkpoint.source import SourceError, read_small_file
+from hccli.bounded import MAX_INT_DIGITS, SourceError, read_json, read_small_file
 from hccli.errors import HcError
 
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # 1000x the largest published config
-MAX_INT_DIGITS = 30  # any bound a config key has fits in far fewer digits
 
 
 class ConfigError(HcError):
@@ -70,8 +68,15 @@ def as_config_error(exc: HcError, file: str) -> ConfigError:
     return ConfigError(file, detail, expected=f"a readable regular file of at most {MAX_CONFIG_BYTES:,} bytes")
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+# what each of the JSON reader's refusals expected, by the words its message starts with
+_JSON_EXPECTED = (("not UTF-8", "UTF-8 JSON text"), ("JSON nested", "JSON a few levels deep"))
+
+
+def _json_error(exc: HcError, source: str) -> ConfigError:
+    """The bounded JSON reader's refusal of a config, in a config's parts."""
+    detail = exc.message[len(source) + 2:] if exc.message.startswith(source + ": ") else exc.message
+    expected = next((e for start, e in _JSON_EXPECTED if detail.startswith(start)), "valid JSON")
+    return ConfigError(source, detail, expected=expected, got=detail.split(";")[0])
 
 
 def _int(text: str) -> Any:
@@ -91,17 +96,9 @@ def decode_json(raw: bytes | str, source: str) -> dict[str, Any]:
         raise ConfigError(source, f"{len(raw):,} bytes; a config.json is at most {MAX_CONFIG_BYTES:,} bytes here",
                           expected=f"at most {MAX_CONFIG_BYTES:,} bytes", got=f"{len(raw):,} bytes")
     try:
-        text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
-        data = json.loads(text, parse_constant=_reject_constant, parse_int=_int, parse_float=_float)
-    except UnicodeDecodeError as exc:
-        raise ConfigError(source, f"not UTF-8 text (byte {exc.start}); expected a JSON config",
-                          expected="UTF-8 JSON text", got=f"a byte not UTF-8 at {exc.start}") from None
-    except RecursionError:
-        raise ConfigError(source, "JSON nested too deeply; expected a model config.json (a few levels deep)",
-                          expected="JSON a few levels deep", got="JSON nested too deeply") from None
-    except (json.JSONDecodeError, ValueError) as exc:
-        raise ConfigError(source, f"not valid JSON ({exc}); expected a model config.json",
-                          expected="valid JSON", got=f"not valid JSON ({exc})") from None
+        data = read_json(raw, source, "a model config.json", parse_int=_int, parse_float=_float)
+    except HcError as exc:
+        raise _json_error(exc, source) from None
     if not isinstance(data, dict):
         raise ConfigError(source, f"top level is a JSON {type(data).__name__}; expected an object",
                           expected="a JSON object", got=f"a JSON {type(data).__name__}")

@@ -5,7 +5,7 @@ from the same rows in cli/render_count.py."""
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -14,14 +14,13 @@ from hccli.config import ModelConfig, load_config
 from hccli.errors import HcError
 from hccli.jsonable import OMIT_IF_NONE
 from hccli.layers import LayerPlan, plan_layers
-from hccli.record import record
 from hccli.vocab import HC_SITES
 
 if TYPE_CHECKING:
     from hccli.totals import ModelTotals
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ConfigRow:
     """What the report read from the config: the header line of the tables."""
 
@@ -39,7 +38,7 @@ class ConfigRow:
     notes: tuple[str, ...]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class SiteRow:
     """One instance of a site kind: its components and how each number is made."""
 
@@ -48,7 +47,7 @@ class SiteRow:
     total: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class GroupRow:
     """One layer group and the HC parameters of its layers."""
 
@@ -61,7 +60,7 @@ class GroupRow:
     hc_params: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class TextPathRow:
     """The HC parameters of the text path (backbone sites and head mix)."""
 
@@ -70,7 +69,7 @@ class TextPathRow:
     head_mix_params: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class StagesRow:
     """The DSpark/MTP stages, counted beside the text path."""
 
@@ -80,7 +79,7 @@ class StagesRow:
     hc_params: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class LayerRow:
     """One row of --by-layer."""
 
@@ -95,7 +94,7 @@ class LayerRow:
     total: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CountReport:
     """Everything `hc count-params` prints, as typed rows."""
 

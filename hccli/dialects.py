@@ -23,14 +23,13 @@ converters drop them (V4.1 DSpark goes to a separate `dflash` GGUF, not mapped).
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from itertools import repeat
-from dataclasses import field
+from dataclasses import dataclass, field
 from typing import Any
 
 from hccli import dialect_ct, dialect_mlx
 from hccli.config_quant import COMPRESSED_TENSORS as _CT_BLOCK, MLX as _MLX_BLOCK, RELEASE_FP8 as _FP8_BLOCK
-from hccli.record import record
 from hccli.vocab import NUMBER, HcName, hc_tensor_name, parse_hc_name
 
 RELEASE = "release"
@@ -319,7 +318,7 @@ def config_dialect(config: Mapping[str, Any] | None) -> str | None:
     return None
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Detection:
     dialect: str
     evidence: str  # the first name (or config key) that decided it
@@ -390,49 +389,4 @@ def canonical_hc_names(names: Iterable[str], dialect: str) -> dict[str, str]:
         hc = hc_name(n, dialect)
         if hc is not None:
             out[n] = hc_tensor_name(hc.owner, hc.site, hc.part)
-    return out
-
-
-# --- second spellings -------------------------------------------------------------------
-
-# A dot-led segment of decimal digits that vocab.NUMBER refuses: a leading zero, or a digit of
-# another script (fullwidth, Arabic-Indic, ...) anywhere in it. int() reads both as a number.
-_ODD_NUMBER = re.compile(r"(?<=\.)(?:0\d{1,63}|[0-9]{0,63}(?![0-9])\d\d{0,63})(?![^.])")
-_ASCII_ODD = re.compile(r"\.0[0-9]")  # what an ASCII name needs for one: the quick test over all names
-
-
-# Where no number is odd, the names of these dialects that may spell what another name spells: one
-# that looks canonical (an unmapped name is its own key) or a layer prefix the producer never writes
-# (_LAYER takes blk and layers alike). Their other names map one to one (injective tables).
-_CANONICAL_ROOTS = (*_RELEASE_ROOTS, "head.")
-_ALIAS_ROOTS = {GGUF: _CANONICAL_ROOTS, MEGATRON: (*_CANONICAL_ROOTS, "decoder.blk.")}
-
-
-def _as_number(m: re.Match) -> str:
-    return str(int(m[0]))
-
-
-def second_spellings(names: Sequence[str], dialect: str) -> list[tuple[str, str, str]]:
-    """(first name, second name, the canonical name both spell) for each name that spells a tensor
-    an earlier name already spells: a number with a leading zero or in other digits
-    (`layers.01.hc_attn_fn`, `layers.１.hc_attn_fn`, `blk.01.…`), or the dialect's own aliases
-    (an optional `model.` prefix). The canonical patterns map such a number to nothing, yet a
-    loader may take either name for the tensor: the checkpoint says two things at once."""
-    joined = "\n".join(names)  # C-level scans of all names at once decide the usual case (a GGUF may hold 1M)
-    odd = set() if joined.isascii() and _ASCII_ODD.search(joined) is None else {
-        n for n in names if not n.isascii() or _ASCII_ODD.search(n)}
-    own = dialect in (RELEASE, UNKNOWN)
-    roots = _ALIAS_ROOTS.get(dialect)
-    if not odd and (own or (roots is not None and not joined.startswith(roots)
-                            and not any(f"\n{r}" in joined for r in roots))):
-        return []  # each name maps to a key of its own
-    del joined
-    first: dict[str, str] = {}
-    out: list[tuple[str, str, str]] = []
-    for n in names:
-        spelt = _ODD_NUMBER.sub(_as_number, n) if n in odd else n
-        key = spelt if own else (canonical_name(spelt, dialect) or spelt)
-        seen = first.setdefault(key, n)
-        if seen != n:
-            out.append((seen, n, key))
     return out

@@ -24,14 +24,14 @@ from typing import Any, Callable, Collection, Iterator
 import numpy as np
 
 from hccli import dialects as D
-from hccli.checkpoint.source import one_line
+from hccli.bounded import one_line
 from hccli.config import ConfigUnusable
 from hccli.diff_effect import Effect, sample_hidden, sample_tokens, site_effects
 from hccli.diff_select import (Advance, Meter, Selection, check_selection, hc_bytes, no_advance, numbering,
                                shared_others, site_groups)
 from hccli.errors import HcError
 from hccli.hc_view import HcTensor, HcView, OtherTensor, component_of, read_both
-from hccli.inventory import COMPONENTS
+from hccli.inventory_types import COMPONENTS
 from hccli.vocab import HC_PARTS, SITE_ORDER
 
 SAMPLE_TOKENS = 16

@@ -20,8 +20,9 @@ from typing import Any, Callable, Iterable, Iterator, NamedTuple
 import numpy as np
 
 from hccli import dialects as D
-from hccli.checkpoint.header import DTYPES
-from hccli.checkpoint.source import ByteSource, one_line
+from hccli.bounded import one_line
+from hccli.checkpoint.header_types import DTYPES
+from hccli.checkpoint.source import ByteSource
 from hccli.checkpoint.values import (
     READABLE_DTYPES,
     iter_tensor_bytes,
@@ -178,6 +179,8 @@ def read_both(a: HcView, b: HcView, groups: Iterable[list[HcName]]) -> Iterator[
             yield ahead.popleft().result()
 
 
+# --- the model's shape without a config ---------------------------------------------------
+
 def _from_shapes(hc: dict[str, HcTensor]) -> ModelShape:
     fn = next((t for t in hc.values() if t.hc.part == "fn" and t.hc.site != "head" and len(t.shape) == 2), None)
     layers = [t.hc.num for t in hc.values() if t.hc.kind == BACKBONE]
@@ -225,7 +228,7 @@ def _gguf_label(ckpt) -> str:
 
 def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
     from hccli.checkpoint import hc as H
-    from hccli.checkpoint.shardset import open_checkpoint
+    from hccli.checkpoint.opening import open_checkpoint
 
     ckpt = open_checkpoint(str(path), config=config)
     gguf = any(H.is_gguf(s) for s in ckpt.shards)
@@ -234,7 +237,7 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
     if gguf:
         H.require_whole(ckpt)  # a GGUF is one model: a part missing is an error, not a smaller model
         label = _gguf_label(ckpt)
-    detection = H.dialect_of(ckpt, ckpt.config_data)
+    detection = ckpt.dialect
     counter = [0]
 
     def reader(site, part: str) -> Callable[[], np.ndarray]:
@@ -246,7 +249,7 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
 
     hc: dict[str, HcTensor] = {}
     stored_hc: set[str] = set()
-    for site in H.find_hc(ckpt):
+    for site in ckpt.hc_sites:
         for part, (_, info) in site.parts.items():
             h = parse_hc_name(site.tensor_name(part))
             hc[h.canonical()] = HcTensor(h, info.name, info.dtype, info.shape, info.nbytes, reader(site, part))
@@ -272,7 +275,7 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
             n = info.nbytes * 8 // DTYPES[dt]
             params = n if dt not in ("I8", "F8_E8M0") else _logical(name, dt, info.shape, n, get)
             params = packed.get(name, params)
-        # tuple.__new__ is the C constructor; a NamedTuple's own __new__ is Python, 0.3 s a full checkpoint
+        # tuple.__new__ is the C constructor; a NamedTuple's own __new__ is Python code, per tensor
         others.append(_new(OtherTensor, (canon, name, dt, info.shape, info.nbytes, params)))
 
     def chunks(stored: str) -> Iterator[np.ndarray] | None:

@@ -11,9 +11,10 @@ the same float32 operations) past it.
 
 from __future__ import annotations
 
-from hccli.checkpoint.hc import HcSiteTensors, is_gguf, op_settings, read_base_scale_lists, site_hc
-from hccli.checkpoint.shardset import Checkpoint
-from hccli.record import record
+from dataclasses import dataclass
+
+from hccli.checkpoint.hc import is_gguf, op_settings, read_base_scale_lists, site_hc
+from hccli.checkpoint.shardset import Checkpoint, HcSiteTensors
 from hccli.sinkhorn_f32 import head_pre_zero, split_sinkhorn_zero, supports
 from hccli.vocab import mix_width
 
@@ -25,14 +26,14 @@ MAX_INSPECT_VALUES = 1 << 18
 PLAIN_SPLIT_BUDGET = 1 << 21
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class HeadParts:
     """A head mix's base: hc pre offsets, nothing else."""
 
     pre: list[float]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class SplitParts:
     """An attn/ffn site's base, (2 + hc) * hc values: pre, post, then the comb rows."""
 
@@ -41,7 +42,7 @@ class SplitParts:
     comb: list[list[float]]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class HcEntry:
     """One HC site's values and what its base alone yields (mixes = 0). As is, the root
     or a stage's head mix (no Sinkhorn there); attn and ffn sites are HcSplitEntry."""
@@ -60,7 +61,7 @@ class HcEntry:
         return len(self.pre_from_base)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class HcSplitEntry(HcEntry):
     post_from_base: list[float]
     comb_from_base: list[list[float]]

@@ -10,137 +10,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hccli.checkpoint.hc import (
-    HcSiteTensors,
-    dialect_of,
-    find_hc,
-    gguf_architecture,
-    gguf_settings,
-    is_gguf,
-    layer_counts,
-    split_set_problems,
-)
-from hccli.checkpoint.header import Columns
+from hccli.checkpoint.hc import gguf_architecture, gguf_settings, is_gguf, split_set_problems
+from hccli.checkpoint.header_types import Columns
 from hccli.checkpoint.producers import PACKING, ComponentTable, component_table
-from hccli.checkpoint.shardset import Checkpoint, open_checkpoint
-from hccli.config import ConfigUnusable
+from hccli.checkpoint.opening import open_checkpoint
+from hccli.checkpoint.shardset import Checkpoint
 from hccli.dialects import DESCRIPTIONS, canonical_name
 from hccli.errors import HcError
-from hccli.inspect_tree import (
-    TreeNode,
-    build_tree_columns,
-    merged_columns,
-    totals_from_columns,
-    tree_from_lists,
-    tree_lists,
+from hccli.inspect_doc import (
+    DialectInfo,
+    DtypeTotal,
+    GgufInfo,
+    InspectDocument,
+    InspectListDocument,
+    LayerNumbering,
+    RemoteInfo,
+    TensorRow,
+    UnreadableShard,
 )
-from hccli.layers import format_ranges
 from hccli.inspect_hc import HcEntry, HcSplitEntry, read_hc_entries  # noqa: F401 - the HC entries' home; renderers import them here
-from hccli.record import record
+from hccli.inspect_tree import TreeNode, build_tree_columns, merged_columns, totals_from_columns
 from hccli.vocab import BACKBONE, STAGE, owner_of
 
 if TYPE_CHECKING:  # verify's modules load only for --verify
-    from hccli.checkpoint.verify import Finding
-
-
-@dataclass(frozen=True)
-class TensorRow:
-    name: str
-    dtype: str
-    shape: tuple[int, ...]
-    bytes: int
-    shard: str
-    offset: int  # of its first byte in the shard file
-
-
-@record
-class DtypeTotal:
-    tensors: int
-    bytes: int
-
-
-@record
-class UnreadableShard:
-    file: str
-    error: str | None
-
-
-@record
-class LayerNumbering:
-    n_layers: int
-    n_stages: int
-    stages: str = "numbered n_layers + s, named mtp.s"
-    root_head: str = "numbered n_layers + n_stages, named head"
-
-
-@record
-class RemoteInfo:
-    repo: str
-    revision: str
-    sha: str
-    subfolder: str | None
-    endpoint: str
-    requests: int
-    cached_files: int
-    offline: bool
-
-
-@record
-class DialectInfo:
-    name: str  # dialects.DIALECTS, or "unknown"
-    description: str
-    evidence: str  # the first name that decided it
-    note: str
-
-
-@record
-class GgufInfo:
-    architecture: str
-    settings: dict[str, Any]  # the `{architecture}.*` metadata keys, prefix removed
-
-
-@record
-class InspectDocument:
-    """`hc inspect --json`, field by field in its order."""
-
-    path: str
-    kind: str
-    dialect: DialectInfo
-    config: str | None
-    config_note: ConfigUnusable | None  # the config.json beside it, set aside
-    gguf: GgufInfo | None
-    shards: int
-    tensors: int
-    stored_bytes: int
-    logical_params: int
-    dtypes: dict[str, DtypeTotal]
-    components: ComponentTable | None  # mlx-lm and compressed-tensors checkpoints: every tensor's component
-    layer_numbering: LayerNumbering
-    hc: list[HcEntry]
-    findings: list[Finding]
-    unreadable_shards: list[UnreadableShard]
-    transferred_bytes: int
-    remote: RemoteInfo | None
-    verified: bool
-
-
-@record
-class InspectListDocument(InspectDocument):
-    """The document when tensors were listed: the list comes last."""
-
-    tensor_list: list[TensorRow]
+    from hccli.checkpoint.findings import Finding
 
 
 def _build_tree(ckpt: Checkpoint) -> list[TreeNode]:
     return build_tree_columns(_columns(ckpt))
 
 
-# From this many tensors on, the tree people see is built by a forked child while this process
-# works out the rest of the report (checkpoint/beside.py): ~80 ms of V4.1-Flash's 96k names.
-TREE_BESIDE_MIN_TENSORS = 20_000
-
-
-@record(frozen=False)
+@dataclass(frozen=True, slots=True)
 class InspectReport:
     ckpt: Checkpoint
     n_tensors: int
@@ -154,7 +54,6 @@ class InspectReport:
     findings: list[Finding] | None
     hc_sites: int = 0  # HC sites found by name; those whose tensors yield no values are not in `hc`
     components: ComponentTable | None = None
-    tree_job: Any = field(default=None, repr=False, compare=False)  # the tree, being built beside
     notes: list[str] = field(default_factory=list, repr=False, compare=False)  # warnings for people, not in JSON
 
     @property
@@ -164,8 +63,6 @@ class InspectReport:
 
     def tree(self) -> list[TreeNode]:
         # only people see the tree; --json never pays for it
-        if self.tree_job is not None:
-            return tree_from_lists(self.tree_job.result())
         return _build_tree(self.ckpt)
 
     @property
@@ -173,12 +70,12 @@ class InspectReport:
         return sum(1 for f in self.findings or [] if f.severity == "error")
 
     def dialect_info(self) -> DialectInfo:
-        d = dialect_of(self.ckpt)
+        d = self.ckpt.dialect
         return DialectInfo(d.dialect, DESCRIPTIONS.get(d.dialect, ""), d.evidence, d.note)
 
     def gguf_info(self) -> GgufInfo | None:
         # llama.cpp's names can be in a safetensors file too: no GGUF file, no metadata to show
-        if dialect_of(self.ckpt).dialect != "gguf" or not any(is_gguf(s) for s in self.ckpt.shards):
+        if self.ckpt.dialect.dialect != "gguf" or not any(is_gguf(s) for s in self.ckpt.shards):
             return None
         return GgufInfo(gguf_architecture(self.ckpt), gguf_settings(self.ckpt))
 
@@ -216,7 +113,7 @@ class InspectReport:
 def _columns(ckpt: Checkpoint) -> list[Columns]:
     """Each header's columns when no name repeats across shards (the merged table of ~100k entries
     is built only if something asks for it), else the merged table's."""
-    if ckpt.names_unique():
+    if ckpt.unique:
         return [s.header.columns for s in ckpt.readable()]
     return [merged_columns(ckpt.tensors())]
 
@@ -233,6 +130,8 @@ def _check_layers(what: str, layers: Collection[int], label: str, n_layers: int,
     last = n_layers + n_stages  # the root head mix's number, whether or not the family has one
     past = [n for n in layers if n > last]
     if past:
+        from hccli.layers import format_ranges  # (the layer plan's module: loaded for this message only)
+
         kinds = [f"backbone {format_ranges(list(range(n_layers)))}"] if n_layers else []
         kinds += [f"stages {format_ranges(list(range(n_layers, last)))}"] if n_stages else []
         kinds.append(f"root head mix {last}")
@@ -251,43 +150,16 @@ def build_inspect(
     run_verify: bool = False,
     hc_layers: Collection[int] | None = None,
     progress: Callable[[int, int], None] | None = None,
-    tree: bool = False,
 ) -> InspectReport:
     """`layers` selects tensors to list and `hc_layers` HC sites to read, by layer number
-    (stages after the backbone, the root head mix last); `dtype` as headers spell it. tree: the
-    caller shows the tree (built beside the rest where that pays)."""
-    ckpt = open_checkpoint(path, config=config, progress=progress, index_digest=run_verify)
-    job = hc_check = None
-    sites = find_hc(ckpt)
-    try:
-        if run_verify:
-            from hccli.checkpoint.verify import start_hc_check
-
-            hc_check = start_hc_check(ckpt, sites)  # the NaN/Inf scan, beside all that follows
-        if tree:
-            from hccli.checkpoint.beside import Beside
-
-            many = sum(len(s.header.columns.names) for s in ckpt.readable()) >= TREE_BESIDE_MIN_TENSORS
-            job = Beside(lambda: tree_lists(_build_tree(ckpt)), worth=many, timeout_s=60)
-        report = _report(ckpt, sites, name_glob, layers, dtype, list_tensors, hc_check, hc_layers)
-    except BaseException:
-        for started in (job, hc_check):
-            if started is not None:
-                started.close()
-        raise
-    report.tree_job = job
-    return report
-
-
-def _report(ckpt: Checkpoint, sites: list[HcSiteTensors], name_glob: str | None, layers: Collection[int] | None,
-            dtype: str | None, list_tensors: bool, hc_check: Any, hc_layers: Collection[int] | None) -> InspectReport:
-    """hc_check: verify's HC checks, started (verify runs), or None."""
-    n_layers, n_stages = layer_counts(ckpt, ckpt.all_names() if ckpt.config is None else ())
+    (stages after the backbone, the root head mix last); `dtype` as headers spell it."""
+    ckpt = open_checkpoint(path, config=config, progress=progress)
+    n_layers, n_stages = ckpt.n_layers, ckpt.n_stages
     for what, chosen in (("the tensor list", layers), ("the HC sites", hc_layers)):
         if chosen is not None:
             _check_layers(what, chosen, ckpt.label, n_layers, n_stages)
     n_tensors, per_dtype, logical = totals_from_columns(_columns(ckpt))
-    table = component_table(ckpt, dialect_of(ckpt).dialect) if dialect_of(ckpt).dialect in PACKING else None
+    table = component_table(ckpt, ckpt.dialect.dialect) if ckpt.dialect.dialect in PACKING else None
     logical = table.logical_params if table is not None else logical  # the packing's own count
     dtypes = {d: DtypeTotal(*v) for d, v in per_dtype.items()}
     stored = sum(d.bytes for d in dtypes.values())
@@ -295,7 +167,7 @@ def _report(ckpt: Checkpoint, sites: list[HcSiteTensors], name_glob: str | None,
     if name_glob or layers is not None or dtype or list_tensors:
         tensors = ckpt.tensors()
         rows = []
-        dialect = dialect_of(ckpt).dialect
+        dialect = ckpt.dialect.dialect
         canonical = (lambda n: n) if dialect == "release" else (lambda n: canonical_name(n, dialect) or n)
         for name, (shard, t) in tensors.items():
             if name_glob and not fnmatch.fnmatchcase(name, name_glob):
@@ -305,20 +177,23 @@ def _report(ckpt: Checkpoint, sites: list[HcSiteTensors], name_glob: str | None,
             if layers is not None and _layer_of(canonical(name), n_layers) not in layers:
                 continue
             rows.append(TensorRow(name, t.dtype, t.shape, t.nbytes, shard.file, t.abs_begin))
+    sites = list(ckpt.hc_sites)
     if hc_layers is not None:
         have = sorted({s.layer for s in sites})
         sites = [s for s in sites if s.layer in hc_layers]
         if not sites:
+            from hccli.layers import format_ranges
+
             where = f"HC sites at layers {format_ranges(have)}" if have else "no hc_* tensors"
             raise HcError(f"{ckpt.label}: no HC sites at layer {format_ranges(sorted(hc_layers))}; "
                           f"this checkpoint has {where}")
-    entries, notes = read_hc_entries(ckpt, sites)  # (before verify: the scan goes on meanwhile)
+    entries, notes = read_hc_entries(ckpt, sites)
     findings = None
-    if hc_check is not None:
+    if run_verify:
         from hccli.checkpoint.verify import verify
 
-        findings = verify(ckpt, hc=hc_check)
+        findings = verify(ckpt)
     else:  # (--verify words these as findings; unreadable parts the command warns of itself)
         notes = split_set_problems(ckpt, unreadable=False) + notes
     return InspectReport(ckpt, n_tensors, n_layers, n_stages, stored, logical, dtypes, rows,
-                         entries, findings, len(sites), notes=notes, components=table)
+                         entries, findings, len(sites), components=table, notes=notes)

@@ -10,8 +10,7 @@ from itertools import compress
 from typing import Iterable
 from operator import attrgetter, ge, itemgetter, ne
 
-from hccli.checkpoint.header import DTYPES, Columns
-from hccli.layers import format_ranges
+from hccli.checkpoint.header_types import DTYPES, Columns
 
 _INFO = itemgetter(1)
 _DTYPE, _SHAPE, _BEGIN, _END = attrgetter("dtype"), attrgetter("shape"), attrgetter("begin"), attrgetter("end")
@@ -138,24 +137,15 @@ def _number(part: str) -> bool:
     return part.isdigit() and part.isascii() and (part[0] != "0" or part == "0")
 
 
-def build_tree(entries: Iterable[tuple[str, str, tuple[int, ...]]]) -> list[TreeNode]:
-    """Collapse repeated layers: `layers.[0-39] x40` with the tensors every member
-    holds, and the exceptions (`in 2,8,14,20`); inner numbers (experts) collapse too.
-    `entries` are (name, dtype, shape), each name once, taken one at a time (build_tree_columns
-    gives the same tree from columns, faster)."""
-    acc = _Acc()
-    for name, dtype, shape in entries:
-        acc.add(name, dtype, shape)
-    return acc.nodes()
-
-
 def build_tree_columns(columns: Iterable[Columns]) -> list[TreeNode]:
-    """build_tree of the entries of `columns` (no name in two of them), by blocks: in a stretch of
-    names in sorted order (a header's dtype runs, as safetensors writes them), the names of one
-    member (layers.7.*) lie together and are found by bisection; a block whose rests, dtypes and
-    shapes repeat an earlier block of the same root (the same layer kind) only adds its member
-    and counts. The entries are met in the same order as build_tree meets them, so the tree,
-    its order included, is the same."""
+    """Collapse repeated layers: `layers.[0-39] x40` with the tensors every member holds, and the
+    exceptions (`in 2,8,14,20`); inner numbers (experts) collapse too. The entries of `columns`
+    (no name in two of them) are taken by blocks: in a stretch of names in sorted order (a
+    header's dtype runs, as safetensors writes them), the names of one member (layers.7.*) lie
+    together and are found by bisection; a block whose rests, dtypes and shapes repeat an earlier
+    block of the same root (the same layer kind) only adds its member and counts. The entries
+    are met in their order, so the tree, its order included, is the tree of adding them one name
+    at a time (_Acc.add)."""
     acc = _Acc()
     for c in columns:
         names, dtypes, shapes = c.names, c.dtypes, c.shapes
@@ -178,7 +168,7 @@ def _member(name: str) -> tuple[str, str, int] | None:
 
 
 class _Acc:
-    """What build_tree gathers: roots in first-met order, each with its members and its rest
+    """What the tree gathers: roots in first-met order, each with its members and its rest
     templates (members, inner numbers, count, (dtype, shape) pairs) in first-met order."""
 
     def __init__(self) -> None:
@@ -251,6 +241,8 @@ class _Acc:
             entry[2] += k
 
     def nodes(self) -> list[TreeNode]:
+        from hccli.layers import format_ranges  # (the layer plan's module: loaded for the tree only)
+
         nodes = []
         for key, (members, templates, (dtype, shape)) in self.tops.items():
             if not members:
@@ -264,12 +256,3 @@ class _Acc:
                 node.children.append(TreeNode(label, count, f"{sig} x{count}{where}"))
             nodes.append(node)
         return nodes
-
-
-def tree_lists(nodes: list[TreeNode]) -> list:
-    """The tree as JSON-able lists, as a forked child hands it back."""
-    return [[n.label, n.count, n.detail, tree_lists(n.children)] for n in nodes]
-
-
-def tree_from_lists(lists: list) -> list[TreeNode]:
-    return [TreeNode(label, count, detail, tree_from_lists(children)) for label, count, detail, children in lists]

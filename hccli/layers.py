@@ -15,12 +15,12 @@ MoE). DSpark/MTP stages come after the backbone, numbered n_layers + s, named mt
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 from hccli.config import ModelConfig
-from hccli.record import record
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class LayerInfo:
     """One backbone layer or stage, with its KV role."""
 
@@ -46,7 +46,7 @@ class LayerInfo:
         return tuple(t)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Group:
     """A run of layers that the layer-group table shows as one row."""
 
@@ -65,7 +65,7 @@ class Group:
         return self.last - self.first + 1
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class LayerPlan:
     """Every layer and stage of a model, and their groups."""
 

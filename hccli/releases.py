@@ -23,12 +23,12 @@ inventory is not one.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 
 from hccli.config import ModelConfig
-from hccli.record import record
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Release:
     name: str
     family: str
@@ -60,7 +60,7 @@ def release_candidate(cfg: ModelConfig) -> Release | None:
     return next((r for r in RELEASES if r.looks_like(cfg)), None)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ShardLayout:
     """1-based shard numbers of each part of a checkpoint, in the releases' order."""
 

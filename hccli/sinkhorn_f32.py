@@ -1,7 +1,7 @@
 """The split-Sinkhorn op at zero mixes in plain Python, float32 to the operation, for `hc inspect`.
 
 `hc inspect --json` needs the comb matrix of some 90 sites and nothing else from numpy, whose
-import alone costs as much as reading every header of a full checkpoint (issue #14). This module
+import alone costs as much as reading every header of a full checkpoint. This module
 computes the same op as sinkhorn_np.py (same order of operations: affine step, row softmax + eps,
 one column normalisation, then iters-1 rounds of row and column normalisation, each dividing by
 the sum + eps; sums in the kernel's halving tree) with every result rounded to float32 as numpy

@@ -109,7 +109,7 @@ def write_golden(path: Path, sites: list[ChainSite], params: SiteParams, n_layer
 # ---- reading ---------------------------------------------------------------------------------
 
 def _show(text: str | None) -> str:
-    from hccli.checkpoint.source import one_line
+    from hccli.bounded import one_line
 
     return "missing" if text is None else repr(one_line(text, 40))
 

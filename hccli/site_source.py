@@ -140,7 +140,7 @@ def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
 def _gguf_says_norm_eps(source: str) -> bool:
     """Whether a GGUF's metadata holds the RMS statistic's eps (else hc_view took a default)."""
     from hccli.checkpoint.hc import gguf_settings
-    from hccli.checkpoint.shardset import open_checkpoint
+    from hccli.checkpoint.opening import open_checkpoint
 
     return "attention.layer_norm_rms_epsilon" in gguf_settings(open_checkpoint(source))
 

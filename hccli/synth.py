@@ -32,7 +32,8 @@ from hccli.atomic_dir import os_error, staged_directory
 from hccli.config import ModelConfig, load_config
 from hccli.errors import HcError
 from hccli.floats import bf16_bits
-from hccli.inventory import Inventory, TensorSpec, build_inventory
+from hccli.inventory import build_inventory
+from hccli.inventory_types import Inventory, TensorSpec
 from hccli.st_layout import header_bytes, serializer_order
 from hccli.vocab import INDEX_NAME, parse_hc_name
 
@@ -141,9 +142,9 @@ def _write_shard(path: Path, shard: ShardPlan) -> int:
 
 
 def _draw_order(inv: Inventory) -> list[TensorSpec]:
-    """The order the random values are drawn in: the same as before shards followed the
-    releases (embed, each layer with its Engram table, stages, final, vision), so that a
-    seed still gives the same values (README examples, golden figures)."""
+    """The order the random values are drawn in: embed, each layer with its Engram table, stages,
+    final, vision, whatever shard a tensor goes to, so that a seed gives the same values
+    whatever the shard layout (README examples, golden figures)."""
     n = inv.config.n_layers
 
     def rank(t: TensorSpec) -> tuple[int, int, int]:

@@ -6,14 +6,13 @@ callers that want the same figures) need it: the plain command never loads it.
 
 from __future__ import annotations
 
-from dataclasses import field
+from dataclasses import dataclass, field
 
-from hccli.inventory import COMPONENTS, Inventory, TensorSpec
+from hccli.inventory_types import COMPONENTS, Inventory, TensorSpec
 from hccli.jsonable import OMIT_IF_NONE
-from hccli.record import record
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class DtypeTotals:
     """Tensors, elements and bytes of one dtype."""
 
@@ -22,7 +21,7 @@ class DtypeTotals:
     bytes: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ComponentTotals:
     """One component's totals under each counting convention."""
 
@@ -33,7 +32,7 @@ class ComponentTotals:
     dtypes: dict[str, DtypeTotals]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ModelTotals:
     """The whole model under each counting convention; field names are the JSON keys (README)."""
 

@@ -16,6 +16,7 @@ Other dialects (transformers, GGUF, ...) map their spellings onto these.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 INDEX_NAME = "model.safetensors.index.json"
 
@@ -25,7 +26,6 @@ SITE_ORDER = {site: i for i, site in enumerate(HC_SITES)}
 
 # The op's parameters where a config does not say (the reference inference code's).
 DEFAULT_HC_MULT = 4
-from hccli.record import record
 DEFAULT_SINKHORN_ITERS = 20
 DEFAULT_HC_EPS = 1e-6
 DEFAULT_NORM_EPS = 1e-6
@@ -56,7 +56,7 @@ def hc_from_mix_width(n: int) -> int | None:
     return hc if hc >= 1 and mix_width(hc) == n else None
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class HcName:
     """One HC tensor in canonical terms. kind is "layers", "mtp" or "" (the root head mix)."""
 

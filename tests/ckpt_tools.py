@@ -70,3 +70,14 @@ def snapshot(root: Path) -> dict[str, tuple[int, float, str]]:
         else:
             out[str(f.relative_to(root))] = (0, 0, "dir")
     return out
+
+
+def tree_by_name(entries):
+    """The collapsed tree of (name, dtype, shape) entries taken one name at a time: the reference
+    for the tree by blocks (inspect_tree.build_tree_columns)."""
+    from hccli.inspect_tree import _Acc
+
+    acc = _Acc()
+    for name, dtype, shape in entries:
+        acc.add(name, dtype, shape)
+    return acc.nodes()

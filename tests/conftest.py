@@ -33,7 +33,7 @@ class Result:
 def write_sparse_shard(path: Path, entries, pokes=()) -> Path:
     """A shard of (name, dtype, shape) whose data are holes except the (name, offset, bytes)
     poked in: a header may claim gigabytes at the cost of a few KB of disk."""
-    from hccli.checkpoint.header import DTYPES
+    from hccli.checkpoint.header_types import DTYPES
     from hccli.synth import header_bytes
 
     sized = [(n, d, tuple(s), math.prod(s) * DTYPES[d] // 8) for n, d, s in entries]

@@ -15,8 +15,8 @@ from gguf_fixtures import CFG, F16_SITE, Q8_SITE, hc_values, stored_values, writ
 from transformers_fixtures import save_tiny_model
 
 from hccli import dialects as D
-from hccli.checkpoint.hc import find_hc, read_base_scale, read_part, select_site
-from hccli.checkpoint.shardset import open_checkpoint
+from hccli.checkpoint.hc import read_base_scale, read_part, select_site
+from hccli.checkpoint.opening import open_checkpoint
 from hccli.vocab import HC_PARTS
 
 
@@ -68,7 +68,7 @@ def test_transformers_save_inspects_with_every_site_and_exact_values(tf_save):
         assert np.array_equal(np.float32(e["base"]), values[f"{owner}hc_{e['site']}_base"])
         assert np.array_equal(np.float32(e["scale"]), values[f"{owner}hc_{e['site']}_scale"])
     ckpt = open_checkpoint(path)
-    for s in find_hc(ckpt):
+    for s in ckpt.hc_sites:
         assert np.array_equal(read_part(ckpt, s, "fn"), values[s.tensor_name("fn")])
 
 
@@ -126,7 +126,7 @@ def test_gguf_fn_values_within_their_storage_type(gguf_file):
     path, values = gguf_file
     ckpt = open_checkpoint(path)
     held = stored_values(values)
-    for s in find_hc(ckpt):
+    for s in ckpt.hc_sites:
         for part in HC_PARTS:
             got, want = read_part(ckpt, s, part), values[s.tensor_name(part)]
             assert got.dtype == np.float32 and got.shape == want.shape
@@ -304,6 +304,35 @@ def test_every_dialect_finds_every_site_with_exact_values(tmp_path, dialect):
     assert doc["dialect"]["name"] == dialect and doc["findings"] == []
     assert _sites(doc) == EXPECTED_SITES
     ckpt = open_checkpoint(path)
-    for s in find_hc(ckpt):
+    for s in ckpt.hc_sites:
         for part in HC_PARTS:
             assert np.array_equal(read_part(ckpt, s, part), values[s.tensor_name(part)])
+
+
+def test_the_opened_checkpoint_knows_its_dialect_and_sites_once(tf_save):
+    import dataclasses
+
+    ckpt = open_checkpoint(tf_save[0])
+    assert ckpt.dialect.dialect == D.TRANSFORMERS_SAVED
+    assert ckpt.hc_sites and all(set(s.parts) == set(HC_PARTS) for s in ckpt.hc_sites)
+    with pytest.raises(dataclasses.FrozenInstanceError):  # told once, when opened; no one writes it later
+        ckpt.dialect = D.Detection(D.RELEASE, "")
+
+
+def test_names_that_fit_two_dialects_are_settled_by_the_config_beside_them(tmp_path):
+    # model.layers.* alone fits a transformers save and a prefixed release: inspect reads the
+    # config.json beside them, as diff does, and a transformers-written one says which
+    import math
+
+    from ckpt_tools import write_shard
+    from transformers_fixtures import save_transformers_config
+
+    ck = tmp_path / "ck"
+    ck.mkdir()
+    save_transformers_config("tiny-v4.hf.json", ck)
+    parts = {"fn": (24, 256), "base": (24,), "scale": (3,)}
+    write_shard(ck / "model.safetensors", [(f"model.layers.0.hc_attn_{p}", "F32", s, bytes(4 * math.prod(s)))
+                                           for p, s in parts.items()])
+    doc = run_hc("inspect", ck, "--json").json()
+    assert doc["dialect"]["name"] == D.TRANSFORMERS_SAVED and "transformers-written" in doc["dialect"]["note"]
+    assert [(e["layer"], e["site"]) for e in doc["hc"]] == [(0, "attn")]

@@ -30,7 +30,6 @@ def _rows(doc):
 
 
 def test_itself_is_identical_and_reads_only_hc(hc, tiny, monkeypatch):
-    monkeypatch.setenv("HC_NO_FORK", "1")  # a forked child's header reads would pass the spy by
     asked = []
     real = source_mod.LocalFile.read
     monkeypatch.setattr(source_mod.LocalFile, "read", lambda self, o, n: asked.append(n) or real(self, o, n))

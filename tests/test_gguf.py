@@ -18,7 +18,7 @@ from gguf_fixtures import CFG, F16_SITE, Q8_SITE, hc_values, write_gguf
 
 from hccli import dialects as D
 from hccli.checkpoint import hc as H
-from hccli.checkpoint.shardset import open_checkpoint
+from hccli.checkpoint.opening import open_checkpoint
 from hccli.errors import HcError
 
 gguf = pytest.importorskip("gguf")
@@ -34,13 +34,13 @@ def one_file(tmp_path):
 
 def _parts(ckpt) -> dict[str, tuple]:
     """canonical HC name -> (site, part)."""
-    return {s.tensor_name(p): (s, p) for s in H.find_hc(ckpt) for p in s.parts}
+    return {s.tensor_name(p): (s, p) for s in ckpt.hc_sites for p in s.parts}
 
 
 def test_records_metadata_and_names(one_file):
     path, values = one_file
     ckpt = open_checkpoint(path)
-    assert H.dialect_of(ckpt).dialect == D.GGUF and H.gguf_architecture(ckpt) == "deepseek4"
+    assert ckpt.dialect.dialect == D.GGUF and H.gguf_architecture(ckpt) == "deepseek4"
     s = H.gguf_settings(ckpt)
     assert s["block_count"] == CFG.n_layers and s["hyper_connection.count"] == CFG.hc_mult
     assert s["attention.compress_ratios"] == list(CFG.compress_ratios[:CFG.n_layers])

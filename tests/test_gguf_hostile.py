@@ -18,7 +18,7 @@ from gguf_fixtures import CFG, hc_values, kv_u32, struct_gguf, write_gguf
 
 from hccli import dialects as D
 from hccli.checkpoint import hc as H
-from hccli.checkpoint.shardset import open_checkpoint
+from hccli.checkpoint.opening import open_checkpoint
 from hccli.errors import HcError
 
 gguf = pytest.importorskip("gguf")

@@ -7,7 +7,9 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hccli.checkpoint.header import DTYPES, N_LEN, _parse_fast, parse_header
+from hccli.checkpoint.header import parse_header
+from hccli.checkpoint.header_types import DTYPES, N_LEN
+from hccli.checkpoint.header_fast import parse_fast
 from hccli.checkpoint.header_careful import parse_careful
 
 CASES = {"n": 0, "fast": 0}
@@ -49,7 +51,7 @@ def _agree(case):
     body = text.encode()
     size = N_LEN + len(body) + data
     CASES["n"] += 1
-    fast = _parse_fast(text, len(body), size, "f")
+    fast = parse_fast(body, len(body), size, "f")
     careful = parse_careful(text, len(body), size, "f")
     if fast is not None:
         CASES["fast"] += 1

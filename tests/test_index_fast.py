@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hccli.checkpoint import shardset
+from hccli.checkpoint import index
 from hccli.errors import HcError
 
 msgspec = pytest.importorskip("msgspec")
@@ -17,13 +17,13 @@ msgspec = pytest.importorskip("msgspec")
 
 def _careful(raw: bytes, monkeypatch) -> object:
     with monkeypatch.context() as m:
-        m.setattr(shardset, "_index_decoder", lambda *files: None)
+        m.setattr(index, "_index_decoder", lambda *files: None)
         return _outcome(raw)
 
 
 def _outcome(raw: bytes, shard_files: list[str] | None = None) -> object:
     try:
-        idx = shardset.parse_index(raw, "idx.json", shard_files)
+        idx = index.parse_index(raw, "idx.json", shard_files)
     except HcError as exc:
         return ("error", exc.message)
     # item order too: the shard plan follows the weight map's order
@@ -32,8 +32,8 @@ def _outcome(raw: bytes, shard_files: list[str] | None = None) -> object:
 
 def test_an_ordinary_index_takes_the_fast_path():
     raw = json.dumps({"metadata": {"total_size": 12}, "weight_map": {"a.weight": "s1", "b": "s2"}}).encode()
-    assert shardset._parse_index_fast(raw) == ({"a.weight": "s1", "b": "s2"}, {"total_size": 12})
-    idx = shardset.parse_index(raw, "x")
+    assert index._parse_index_fast(raw, "x") == ({"a.weight": "s1", "b": "s2"}, {"total_size": 12})
+    idx = index.parse_index(raw, "x")
     assert idx.total_size == 12 and idx.weight_map == {"a.weight": "s1", "b": "s2"}
 
 
@@ -76,11 +76,11 @@ def test_values_among_the_shard_files_are_the_listings_strings():
     files = ["model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"]
     raw = json.dumps({"metadata": {"total_size": 8}, "weight_map": {"a": files[0], "b": files[1],
                                                                     "c": files[0]}}).encode()
-    idx = shardset.parse_index(raw, "x", files)
+    idx = index.parse_index(raw, "x", files)
     assert idx.weight_map == {"a": files[0], "b": files[1], "c": files[0]} and idx.total_size == 8
     assert all(any(v is f for f in files) for v in idx.weight_map.values())
     # a shard missing from the listing: decoded the general way, the same map
-    assert shardset.parse_index(raw, "x", files[:1]).weight_map == idx.weight_map
+    assert index.parse_index(raw, "x", files[:1]).weight_map == idx.weight_map
 
 
 _names = st.text(st.characters(codec="utf-8"), max_size=8)

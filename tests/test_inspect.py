@@ -206,7 +206,8 @@ def test_unknown_dtype_is_a_usage_error(tiny_ckpt):
 
 def test_json_is_the_typed_rows_field_by_field(tiny_ckpt):
     from hccli.cli.output import to_jsonable
-    from hccli.inspect_report import HcSplitEntry, build_inspect
+    from hccli.inspect_hc import HcSplitEntry
+    from hccli.inspect_report import build_inspect
 
     report = build_inspect(tiny_ckpt, name_glob="*.hc_attn_base")
     doc = run_hc("inspect", tiny_ckpt, "--name", "*.hc_attn_base", "--json").json()
@@ -233,15 +234,15 @@ def test_hc_4096_sparse_shard_inspects_in_little_memory(tmp_path):
 
 
 def test_base_scale_reader_refuses_a_header_past_the_hc_bound(tmp_path):
-    from hccli.checkpoint.hc import find_hc, read_base_scale
-    from hccli.checkpoint.shardset import open_checkpoint
+    from hccli.checkpoint.hc import read_base_scale
+    from hccli.checkpoint.opening import open_checkpoint
     from hccli.errors import HcError
 
     n = (2 + 4096) * 4096
     f = write_sparse_shard(tmp_path / "m.safetensors", [("layers.0.hc_attn_base", "F32", (n,)),
                                                         ("layers.0.hc_attn_scale", "F32", (3,))])
     ckpt = open_checkpoint(f)
-    (site,) = find_hc(ckpt)
+    (site,) = ckpt.hc_sites
     with pytest.raises(HcError) as exc:
         read_base_scale(ckpt, site)
     assert "'layers.0.hc_attn_base'" in str(exc.value) and "hc_mult at most 64" in str(exc.value)

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 import hccli.sinkhorn_np as sinkhorn_np
 from ckpt_tools import read_entries, tiny, write_shard
 from conftest import ROOT
-from hccli.checkpoint.shardset import open_checkpoint
+from hccli.checkpoint.opening import open_checkpoint
 from hccli.inspect_tree import totals_from_columns
 from hccli.sinkhorn_f32 import head_pre_zero, split_sinkhorn_zero, supports
 
@@ -131,7 +131,7 @@ def test_inspect_of_a_non_power_of_two_site_uses_numpy(tmp_path):
 def _merged(ckpt):
     """The totals tensor by tensor over the merged table (first occurrence of each name), by the
     rule as written before the column path: the reference the column path must equal."""
-    from hccli.checkpoint.header import DTYPES
+    from hccli.checkpoint.header_types import DTYPES
 
     tensors = ckpt.tensors()
     per: dict[str, tuple[int, int]] = {}
@@ -158,10 +158,10 @@ def tiny_ckpt(tmp_path_factory):
 
 def test_column_totals_equal_the_merged_tables(tiny_ckpt):
     ckpt = open_checkpoint(tiny_ckpt)
-    assert ckpt.names_unique()
+    assert ckpt.unique
     got = totals_from_columns([s.header.columns for s in ckpt.readable()])
     assert got == _merged(ckpt)
-    from hccli.checkpoint.header import DTYPES
+    from hccli.checkpoint.header_types import DTYPES
 
     stored_elements = sum(b * 8 // DTYPES[d] for d, (_, b) in got[1].items() if d != "F8_E8M0")
     assert got[2] > stored_elements  # packed fp4 weights found: two parameters a byte
@@ -210,21 +210,34 @@ def test_repeated_names_across_shards_take_the_merged_table(tiny_ckpt, tmp_path)
     shards = sorted(ck.glob("*.safetensors"))
     write_shard(ck / "zz-extra.safetensors", read_entries(shards[0])[:3])
     ckpt = open_checkpoint(ck)
-    assert not ckpt.names_unique()
+    assert not ckpt.unique
     doc = run_hc("inspect", ck, "--json").json()
     n, per, logical = _merged(ckpt)
     assert doc["tensors"] == n and doc["logical_params"] == logical
     assert {d: (v["tensors"], v["bytes"]) for d, v in doc["dtypes"].items()} == per
 
 
-def test_inspect_json_imports_no_numpy_nor_verify(tiny_ckpt):
+def test_inspect_json_imports_no_numpy_nor_verify_nor_the_layer_plan(tiny_ckpt):
     code = ("import sys; from hccli.cli.app import main; sys.argv = ['hc', 'inspect', sys.argv[1], '--json'];\n"
             "import atexit; atexit.register(lambda: sys.stderr.write(' '.join(sorted(m for m in sys.modules if m in"
-            " ('numpy', 'hccli.checkpoint.verify', 'hccli.inventory', 'torch', 'rich.console')))))\nmain()")
+            " ('numpy', 'hccli.checkpoint.verify', 'hccli.inventory', 'hccli.layers', 'torch', 'rich.console')))))"
+            "\nmain()")
     r = subprocess.run([sys.executable, "-c", code, str(tiny_ckpt)], capture_output=True, text=True, cwd=ROOT,
                        timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert json.loads(r.stdout)["hc"]
+    assert r.stderr.strip() == ""
+
+
+def test_inspect_verify_json_of_safetensors_imports_no_numpy(tiny_ckpt):
+    # the NaN/Inf scan of F32 values counts exponent bits in the bytes
+    code = ("import sys; from hccli.cli.app import main; sys.argv = ['hc', 'inspect', sys.argv[1], '--verify',"
+            " '--json'];\nimport atexit; atexit.register(lambda: sys.stderr.write(' '.join(sorted(m for m in"
+            " sys.modules if m in ('numpy', 'torch', 'rich.console')))))\nmain()")
+    r = subprocess.run([sys.executable, "-c", code, str(tiny_ckpt)], capture_output=True, text=True, cwd=ROOT,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["findings"] == []
     assert r.stderr.strip() == ""
 
 
@@ -233,7 +246,7 @@ def test_inspect_json_imports_no_numpy_nor_verify(tiny_ckpt):
 
 def test_tree_takes_names_whose_digits_are_no_numbers():
     """'²' is a digit to str.isdigit but no number to int(): such a part is a name, not a member."""
-    from hccli.inspect_tree import build_tree
+    from ckpt_tools import tree_by_name as build_tree
 
     nodes = build_tree([("layers.².w", "F32", (1,)), ("layers.0.w", "F32", (2,)), ("layers.1.w", "F32", (2,)),
                         ("model.layers.³.w", "BF16", (3,)), ("blk.0.x.²", "F32", (4,))])
@@ -257,7 +270,7 @@ def test_inspect_prints_a_checkpoint_with_such_a_name(tmp_path, tiny_ckpt):
 
 
 def test_tree_from_columns_equals_tree_from_the_merged_table(tiny_ckpt):
-    from hccli.inspect_tree import build_tree
+    from ckpt_tools import tree_by_name as build_tree
 
     ckpt = open_checkpoint(tiny_ckpt)
     merged = build_tree((n, t.dtype, t.shape) for n, (_, t) in ckpt.tensors().items())

@@ -2,15 +2,13 @@
 
 import struct
 
-import pytest
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ckpt_tools import write_shard
 from conftest import run_hc
-from hccli.checkpoint.header import TensorInfo
-from hccli.inspect_tree import build_tree
+from hccli.checkpoint.header_types import TensorInfo
+from ckpt_tools import tree_by_name as build_tree
 
 F32_ONE = struct.pack("<f", 1.0)
 
@@ -78,47 +76,8 @@ def test_tree_matches_reference_grouping(names, shapes):
                 all(f"{d} {list(s)}" in child.detail for d, s in sig)
 
 
-def _draw(renderable, width: int, terminal: bool) -> str:
-    import io
-
-    from rich.console import Console
-
-    out = io.StringIO()
-    Console(file=out, width=width, force_terminal=terminal, color_system="truecolor" if terminal else None,
-            highlight=False, soft_wrap=False).print(renderable)
-    return out.getvalue()
-
-
-@pytest.mark.parametrize("width", [200, 100_000, 30, 12])
-@pytest.mark.parametrize("terminal", [True, False])
-def test_fast_tree_draws_as_rich_tree(width, terminal, monkeypatch):
-    from hccli.cli.render_inspect import _Tree
-    from hccli.cli.output import safe
-
-    nodes = [(f"{safe('embed [x]')}  [dim]BF16 [4, 8][/]", []),
-             ("layers.[0-3]  [dim]x4[/]", ["attn.wq.weight  [dim]F32 [8, 8] x4[/]",
-                                          f"{safe(':smile: ffn.[0-7].w1')}  [dim]I8 [2] x32 in 1,3[/]"]),
-             ("mtp.[0]  [dim]x1[/]", ["norm  [dim]F32 [8] x1[/]"]),
-             ("norm.weight  [dim]" + "F32 [8] " * 3 + "[/]", [])]
-    fast = _Tree("[bold]tensors[/] (repeated layers collapsed)", nodes)
-    reference = _draw(fast.tree(), width, terminal)
-    if width >= 200:  # every line fits: the line-by-line drawing, not rich's Tree, must draw it
-        monkeypatch.setattr(_Tree, "tree", lambda self: pytest.fail("fell back to rich's Tree"))
-    drawn = _draw(fast, width, terminal)
-    assert drawn == reference
-    assert "│   └── norm" in drawn and ("\x1b[2m" in drawn) == terminal
-
-
-def test_fast_tree_two_line_label_goes_to_rich():
-    from hccli.cli.render_inspect import _Tree
-
-    fast = _Tree("tensors", [("a\nb  [dim]x2[/]", ["c  [dim]F32 [1][/]"]), ("d", [])])
-    drawn = _draw(fast, 1000, True)
-    assert drawn == _draw(fast.tree(), 1000, True) and "│   b" in drawn
-
-
 def _columns_of(entries):
-    from hccli.checkpoint.header import Columns
+    from hccli.checkpoint.header_types import Columns
 
     names, dtypes, shapes = (list(x) for x in zip(*entries)) if entries else ([], [], [])
     return Columns(names, dtypes, shapes, [0] * len(names), [0] * len(names))
@@ -153,7 +112,7 @@ def test_tree_by_blocks_is_the_tree_name_by_name(groups, sigs, sort):
 
 def test_tree_by_blocks_on_a_release_layout(tmp_path):
     from conftest import SAMPLES
-    from hccli.checkpoint.shardset import open_checkpoint
+    from hccli.checkpoint.opening import open_checkpoint
     from hccli.inspect_report import _columns
     from hccli.inspect_tree import build_tree_columns
     from hccli.synth import make_checkpoint
@@ -164,25 +123,3 @@ def test_tree_by_blocks_on_a_release_layout(tmp_path):
     assert nodes == build_tree((n, d, s) for c in columns for n, d, s in zip(c.names, c.dtypes, c.shapes))
     layers = next(n for n in nodes if n.label.startswith("layers.["))
     assert any(c.label.startswith("ffn.experts.[0-255]") for c in layers.children)
-
-
-_GRID_ROWS = [("0", "attn", "1.04 0.76 1.5", "0.759 0.765 0.757 0.690"), ("12 mtp.0", "ffn", "1.4 1.22 1.4", "-"),
-              ("43 head", "head", "0.5", "[dim]x[/] :smile:")]
-
-
-@pytest.mark.parametrize("width", [200, 100_000, 70, 61, 60, 30, 12])
-@pytest.mark.parametrize("terminal", [True, False])
-@pytest.mark.parametrize("rows", [_GRID_ROWS, _GRID_ROWS + [("7 é", "attn", "1", "-")], []])
-def test_fast_grid_draws_as_rich_table(width, terminal, rows, monkeypatch):
-    from hccli.cli.render_inspect import _Grid
-
-    grid = _Grid("Hyper-connections (--hc-layer L for the full split; --json for every value)",
-                 ("layer", "site", "scale", "comb diagonal, base alone"), rows)
-    reference = _draw(grid.table(), width, terminal)
-    fits = width >= 61 and all(c.isascii() for row in rows for c in row)
-    if fits:  # the line-by-line drawing, not rich's Table, must draw it
-        monkeypatch.setattr(_Grid, "table", lambda self: pytest.fail("fell back to rich's Table"))
-    drawn = _draw(grid, width, terminal)
-    assert drawn == reference
-    assert ("[dim]x[/] :smile:" in drawn) == bool(rows and width >= 60)  # cells are text, never markup or emoji
-    assert ("\x1b[1m" in drawn) == terminal  # the bold header on a terminal

@@ -5,8 +5,8 @@ import re
 
 from conftest import ROOT
 
-from hccli import config_bounds, config_quant, config_read, hc_view, inspect_hc, safe_write, vocab
-from hccli.checkpoint import cache, findings, gguf_file, gguf_store, hc, header, store, verify
+from hccli import bounded, config_bounds, config_quant, config_read, hc_view, inspect_hc, safe_write, vocab
+from hccli.checkpoint import cache, findings, gguf_file, gguf_store, hc, header_types, store, verify
 from hccli.kernels import limits
 
 
@@ -20,7 +20,8 @@ def test_bounds_table_matches_the_code():
     text = (ROOT / "README.md").read_text()
     n = "{:,}".format
     rows = {
-        "a safetensors header": [n(header.MAX_HEADER_SIZE), str(header.MAX_JSON_DEPTH)],
+        "a safetensors header": [n(header_types.MAX_HEADER_SIZE), str(bounded.MAX_JSON_DEPTH)],
+        "JSON read from a file or server": [str(bounded.MAX_JSON_DEPTH), str(bounded.MAX_INT_DIGITS)],
         "an index file read whole": [n(store.INDEX_CAP)],
         "a config.json read whole": [n(config_read.MAX_CONFIG_BYTES)],
         "shard files in a listing or index": [n(store.MAX_SHARDS)],
@@ -30,7 +31,7 @@ def test_bounds_table_matches_the_code():
         "values in one array `run-kernel` reads or builds": [n(limits.MAX_ELEMENTS)],
         "sample hidden states `diff` sends through each site": [n(limits.MAX_ELEMENTS)],
         "values `diff --values all` decodes at a time": [n(hc_view.CHUNK_ELEMENTS)],
-        "JSON mixes": [n(limits.MAX_JSON_BYTES), str(limits.MAX_JSON_DEPTH), str(limits.MAX_JSON_DIGITS)],
+        "JSON mixes": [n(limits.MAX_JSON_BYTES), str(limits.MAX_JSON_DIGITS)],
         "a GGUF header (metadata and tensor infos)": [n(gguf_file.MAX_HEADER_BYTES), n(gguf_file.MAX_TENSORS),
                                                       n(gguf_store.MAX_ARRAY), n(gguf_store.MAX_KEY_BYTES),
                                                       n(gguf_file.KEPT_METADATA_BYTES)],

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ckpt_tools import write_shard
 
-from hccli.checkpoint.shardset import open_checkpoint
+from hccli.checkpoint.opening import open_checkpoint
 
 
 def test_occurrences_list_every_shard_of_a_name_in_order(tmp_path):

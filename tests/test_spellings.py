@@ -16,6 +16,7 @@ import pytest
 from diff_fixtures import add_shard, edit_copy, f32, hc_values, release, write_gguf
 
 from hccli import dialects as D
+from hccli.dialect_spellings import second_spellings
 from hccli.vocab import owner_of, parse_hc_name
 
 DECOYS = ["01", "\uff11", "001", "1\u0663"]  # leading zeros, a fullwidth 1, an Arabic-Indic digit
@@ -43,15 +44,15 @@ def test_only_canonical_numbers_map_to_a_layer(num):
 
 def test_second_spellings_name_both_names():
     names = ["layers.1.hc_attn_fn", "layers.01.hc_attn_fn", "layers.\uff11.hc_attn_fn", "layers.10.x", "layers.2.x"]
-    assert D.second_spellings(names, D.RELEASE) == [
+    assert second_spellings(names, D.RELEASE) == [
         ("layers.1.hc_attn_fn", "layers.01.hc_attn_fn", "layers.1.hc_attn_fn"),
         ("layers.1.hc_attn_fn", "layers.\uff11.hc_attn_fn", "layers.1.hc_attn_fn")]
-    assert D.second_spellings(["blk.1.hc_attn_fn.weight", "blk.01.hc_attn_fn.weight"], D.GGUF) == [
+    assert second_spellings(["blk.1.hc_attn_fn.weight", "blk.01.hc_attn_fn.weight"], D.GGUF) == [
         ("blk.1.hc_attn_fn.weight", "blk.01.hc_attn_fn.weight", "layers.1.hc_attn_fn")]
     # a dialect's own aliases: transformers' in-memory names with and without `model.`
-    assert D.second_spellings(["model.layers.1.attn_hc.fn", "layers.1.attn_hc.fn"], D.TRANSFORMERS_MEMORY) == [
+    assert second_spellings(["model.layers.1.attn_hc.fn", "layers.1.attn_hc.fn"], D.TRANSFORMERS_MEMORY) == [
         ("model.layers.1.attn_hc.fn", "layers.1.attn_hc.fn", "layers.1.hc_attn_fn")]
-    assert D.second_spellings(["layers.1.hc_attn_fn", "layers.10.hc_attn_fn", "layers.0.x"], D.RELEASE) == []
+    assert second_spellings(["layers.1.hc_attn_fn", "layers.10.hc_attn_fn", "layers.0.x"], D.RELEASE) == []
 
 
 @pytest.mark.parametrize("dialect, first, second", [
@@ -62,8 +63,8 @@ def test_second_spellings_name_both_names():
     (D.MEGATRON, "decoder.layers.1.hc_attn_fn", "layers.1.hc_attn_fn")])
 def test_aliases_pass_the_quick_scans_by(dialect, first, second):
     many = [f"blk.{i}.ffn_norm.weight" for i in range(1000)]
-    assert D.second_spellings([*many, first, second], dialect)[-1][:2] == (first, second)
-    assert D.second_spellings([*many, first], dialect) == []
+    assert second_spellings([*many, first, second], dialect)[-1][:2] == (first, second)
+    assert second_spellings([*many, first], dialect) == []
     # the quick scans hold where every other name maps one to one: the tables are injective
     for table in (D._GGUF_LAYER, D._MEGATRON_LAYER):
         assert len(set(table.values())) == len(table) and not any("hc_" in v for v in table.values())
@@ -109,7 +110,7 @@ def test_release_decoy_by_safetensors(hc, tiny, tmp_path, num):
 
 
 def test_tree_keeps_a_leading_zero_apart():
-    from hccli.inspect_tree import build_tree
+    from ckpt_tools import tree_by_name as build_tree
 
     nodes = build_tree([("layers.0.w", "F32", (2,)), ("layers.01.w", "F32", (2,)), ("layers.1.w", "F32", (2,))])
     labels = {n.label: n for n in nodes}

@@ -96,7 +96,7 @@ def test_an_index_padded_past_the_cap_is_refused_unread(ck):
 
 
 @pytest.mark.parametrize("text, words", [
-    ("[" * 100_000 + "]" * 100_000, ["nested too deeply"]),
+    ("[" * 100_000 + "]" * 100_000, ["nested deeper than 127 levels"]),
     ('{"weight_map": {}, "metadata": {"total_size": 1' + "0" * 5000 + "}}", ["5,001 digits"]),
     ('{"weight_map": {}, "metadata": {"total_size": 1' + "0" * 25 + "}}", ["total_size", "below 2**64"]),
 ])

@@ -286,3 +286,15 @@ def test_readers_never_print_nor_import_torch():
     code = ("import sys, hccli.checkpoint.header, hccli.checkpoint.source, hccli.checkpoint.values; "
             "assert 'torch' not in sys.modules, 'torch was imported'")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_nonfinite_count_of_float32_bytes_is_numpys():
+    from hccli.checkpoint.values import count_nonfinite_f32
+
+    rng = np.random.default_rng(7)
+    special = np.array([np.nan, np.inf, -np.inf, np.finfo(np.float32).max, -np.finfo(np.float32).max,
+                        np.finfo(np.float32).tiny, 0.0, -0.0, 2.0**127, 1.0], dtype="<f4")
+    for values in (special, rng.standard_normal(1000).astype("<f4"),
+                   np.frombuffer(rng.bytes(4 * 100_000), "<f4"),  # every bit pattern, NaNs of every payload
+                   np.zeros(7, "<f4"), np.zeros(0, "<f4")):
+        assert count_nonfinite_f32(values.tobytes()) == values.size - np.count_nonzero(np.isfinite(values))

@@ -9,7 +9,8 @@ import pytest
 
 from ckpt_tools import copy, edit_index, read_entries, rewrite, shard_of, tiny, write_shard
 from conftest import run_hc, run_hc_process, write_sparse_shard
-from hccli.checkpoint.verify import CODES, FN_READ_BUDGET
+from hccli.checkpoint.findings import CODES
+from hccli.checkpoint.verify import FN_READ_BUDGET
 from hccli.vocab import INDEX_NAME
 
 COVERED: dict[str, str] = {}  # finding code -> the test that must produce it (filled at import)

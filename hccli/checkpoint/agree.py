@@ -11,7 +11,7 @@ from itertools import chain, repeat
 from operator import eq
 from typing import Any
 
-from hccli.checkpoint.shardset import Checkpoint, Index
+from hccli.checkpoint.shardset import Checkpoint
 
 
 def all_readable(ckpt: Checkpoint) -> bool:
@@ -23,27 +23,11 @@ def index_agrees(ckpt: Checkpoint, wm: dict[str, str]) -> bool:
     there is no index_missing_tensor, unindexed_tensor, wrong_shard or duplicate_tensor to report.
     Every shard readable and no name in two shards; then the index's names are the shards' names
     when each shard's names map to that shard and the counts are equal."""
-    if not all_readable(ckpt) or not ckpt.names_unique():
+    if not all_readable(ckpt) or not ckpt.unique:
         return False
     if len(wm) != sum(len(s.header.names) for s in ckpt.shards):
         return False
     return each_shard_named(ckpt, wm)
-
-
-def digest_agrees(ckpt: Checkpoint, idx: Index) -> bool:
-    """index_agrees without the weight_map, where the child that parsed the index left its digest
-    (shardset.name_digest): each readable shard holds as many names as the index gives its file,
-    with the same sum of hash(); the counts add up to the whole index (so it gives no name to a
-    file that is not a readable shard); and no name is in two shards. False: no digest, or a
-    difference, and index_agrees decides (and verify's per-name paths word what differs)."""
-    digest = idx.digest
-    if digest is None or not all_readable(ckpt) or not ckpt.names_unique():
-        return False
-    shards = ckpt.shards
-    if sum(n for n, _ in digest.values()) != sum(len(s.header.names) for s in shards):
-        return False
-    # (a header's names are hashed once already, by names_unique: hash() reads the cached value)
-    return all(digest.get(s.file) == [len(s.header.names), sum(map(hash, s.header.names))] for s in shards)
 
 
 def each_shard_named(ckpt: Checkpoint, wm: dict[str, str]) -> bool:
@@ -62,18 +46,9 @@ def inventory_agrees(ckpt: Checkpoint, inv: Any) -> bool:
 
 def positions(ckpt: Checkpoint, inv: Any) -> list[int] | None:
     """Where each tensor of the inventory's columns `inv` is among the shards' entries (their
-    columns end to end) when the shards agree with it (inventory_agrees), else None. Kept on the
-    checkpoint for the next check that asks about the same columns (verify, then placement)."""
-    memo = ckpt.memo.get("positions")
-    if memo is not None and memo[0] is inv:
-        return memo[1]
-    at = _positions(ckpt, inv)
-    ckpt.memo["positions"] = (inv, at)
-    return at
-
-
-def _positions(ckpt: Checkpoint, inv: Any) -> list[int] | None:
-    if not ckpt.names_unique():
+    columns end to end) when the shards agree with it (inventory_agrees), else None. Worked out
+    once by verify, which hands it to the placement check."""
+    if not ckpt.unique:
         return None
     columns = [s.header.columns for s in ckpt.readable()]
     names = list(chain.from_iterable(c.names for c in columns))

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hccli.checkpoint.source import SourceError, read_small_file
+from hccli.bounded import SourceError, read_json, read_small_file
 from hccli.errors import HcError
 from hccli.safe_write import write_file
 
@@ -74,8 +74,8 @@ class Cache:
         if end < 0:
             return None
         try:
-            meta = json.loads(raw[len(_MAGIC):end])
-        except (ValueError, RecursionError):
+            meta = read_json(raw[len(_MAGIC):end], str(path), "a cache entry's line")
+        except HcError:
             return None
         data = raw[end + 1:]
         if not isinstance(meta, dict) or meta.get("asked") != {**asked, "repo": self.repo_id}:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hccli.checkpoint.source import one_line
+from hccli.bounded import one_line
 from hccli.jsonable import NOT_IN_JSON
 
 # findings of one code listed (people see the first 20 of them); the rest are one finding, counted
@@ -57,7 +57,7 @@ CODES = {
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Finding:
     code: str
     severity: str

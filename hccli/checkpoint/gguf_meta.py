@@ -12,7 +12,7 @@ from typing import Any
 
 from hccli.config_bounds import FLOATS, SCALARS
 from hccli.config_keys import KeySpace
-from hccli.record import record
+from dataclasses import dataclass
 
 # the GGUF key (after "{arch}.") -> the config key whose bound it is held to
 INT_KEYS = {
@@ -24,7 +24,7 @@ INT_KEYS = {
 FLOAT_KEYS = {"hyper_connection.epsilon": "hc_eps", "attention.layer_norm_rms_epsilon": "norm_eps"}
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class GgufModel:
     source: str  # the file whose metadata says it
     arch: str

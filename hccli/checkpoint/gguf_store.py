@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import math
 import struct
-from dataclasses import field
+from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any, Iterable
 
+from hccli.bounded import one_line
 from hccli.checkpoint.gguf_file import (
     GGUF_MAGIC,
     KEPT_METADATA_BYTES,
@@ -31,10 +32,9 @@ from hccli.checkpoint.gguf_file import (
     VERSIONS,
     HeaderScan,
 )
-from hccli.checkpoint.header import Header, TensorInfo
-from hccli.checkpoint.source import ByteSource, one_line
+from hccli.checkpoint.header_types import Header, TensorInfo
+from hccli.checkpoint.source import ByteSource
 from hccli.errors import HcError
-from hccli.record import record
 
 if TYPE_CHECKING:  # numpy only where values are decoded: opening a safetensors checkpoint never needs it
     import numpy as np
@@ -57,7 +57,7 @@ _new = tuple.__new__
 _BEGIN = itemgetter(3)  # TensorInfo.begin
 
 
-@record
+@dataclass(frozen=True)
 class GgufHeader(Header):
     """A GGUF file's header in the store's terms, with its metadata (key -> value)."""
 

@@ -12,18 +12,16 @@ from __future__ import annotations
 
 import sys
 from array import array
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import contains
 from typing import TYPE_CHECKING, Iterator
 
 from hccli import dialects as D
-from hccli.checkpoint.header import TensorInfo
-from hccli.checkpoint.shardset import Checkpoint, Shard
-from hccli.checkpoint.source import one_line
+from hccli.bounded import one_line
+from hccli.checkpoint.header_types import TensorInfo
+from hccli.checkpoint.shardset import Checkpoint, HcSiteTensors, Shard
 from hccli.config_bounds import MAX_LAYERS, MAX_STAGES
 from hccli.errors import HcError
-from hccli.layers import format_ranges
-from hccli.record import record
 from hccli.vocab import (
     BACKBONE,
     DEFAULT_HC_EPS,
@@ -33,7 +31,6 @@ from hccli.vocab import (
     STAGE,
     hc_from_mix_width,
     HcName,
-    hc_tensor_name,
     mix_width,
     owner_of,
     parse_hc_name,
@@ -43,6 +40,7 @@ if TYPE_CHECKING:  # numpy is imported where values are decoded: `inspect --json
     import numpy as np
 
     from hccli.checkpoint.gguf_meta import GgufModel
+    from hccli.config import ModelConfig
 
 
 # The most bytes a site's base (or scale) can have: (2 + hc) * hc F32 values at the bound.
@@ -56,47 +54,25 @@ MAX_DECODED_ELEMENTS = 1 << 26
 MAX_HC_SITES = 2 * MAX_LAYERS + 3 * MAX_STAGES + 1
 
 
-@record
-class HcSiteTensors:
-    owner: str  # "layers.3", "mtp.0" or "" (root head mix)
-    site: str
-    layer: int
-    name: str  # "layers.3", "mtp.0" or "head"
-    is_stage: bool
-    parts: dict[str, tuple[Shard, TensorInfo]]  # "fn" / "base" / "scale"
-
-    def tensor_name(self, part: str) -> str:
-        """The canonical (release) name of one part."""
-        return hc_tensor_name(self.owner, self.site, part)
-
-    def stored_name(self, part: str) -> str:
-        """The part's name as the checkpoint spells it (the canonical one where it has none)."""
-        return self.parts[part][1].name if part in self.parts else self.tensor_name(part)
-
-
-def dialect_of(ckpt: Checkpoint, raw_config: dict | None = None) -> D.Detection:
-    """The dialect the checkpoint's names are written in (cached on it). raw_config, the
-    config.json as read, settles names that fit a transformers save and a prefixed release."""
-    if ckpt._dialect is None:
-        if any(is_gguf(s) for s in ckpt.shards):
-            ckpt._dialect = D.Detection(D.GGUF, "a GGUF file")
-        else:
-            quant = ckpt.config.quantisation if ckpt.config is not None else None
-            ckpt._dialect = D.detect_dialect(ckpt.all_names(), raw_config, quant.kind if quant else None)
-    return ckpt._dialect
+def detect(shards: list[Shard], names: list[str], raw_config: dict | None, quant: str | None = None
+           ) -> D.Detection:
+    """The dialect the checkpoint's names are written in. raw_config, the config.json as read,
+    settles names that fit a transformers save and a prefixed release; quant, the kind of its
+    quantisation block, an mlx-lm or compressed-tensors one."""
+    if any(is_gguf(s) for s in shards):
+        return D.Detection(D.GGUF, "a GGUF file")
+    return D.detect_dialect(names, raw_config, quant)
 
 
 def second_spellings(ckpt: Checkpoint) -> list[tuple[str, str, str]]:
-    """dialects.second_spellings of the checkpoint's names in its dialect (cached on it): pairs
-    of names that spell one tensor, which verify reports and diff refuses to compare."""
-    got = ckpt.memo.get("second_spellings")
-    if got is None:
-        got = ckpt.memo["second_spellings"] = D.second_spellings(ckpt.all_names(), dialect_of(ckpt).dialect)
-    return got
+    """dialect_spellings.second_spellings of the checkpoint's names in its dialect: pairs of names that
+    spell one tensor, which verify reports and diff refuses to compare."""
+    from hccli.dialect_spellings import second_spellings as spellings
+
+    return spellings(ckpt.all_names(), ckpt.dialect.dialect)
 
 
-def _hc_parser(ckpt: Checkpoint):
-    dialect = dialect_of(ckpt).dialect
+def _hc_parser(dialect: str):
     if dialect in (D.RELEASE, D.UNKNOWN):
         return parse_hc_name
     return lambda name: D.hc_name(name, dialect)
@@ -104,9 +80,13 @@ def _hc_parser(ckpt: Checkpoint):
 
 def gguf_settings(ckpt: Checkpoint) -> dict:
     """A GGUF's model settings from its metadata ({} for any other checkpoint)."""
+    return _gguf_settings(ckpt.shards)
+
+
+def _gguf_settings(shards: list[Shard]) -> dict:
     from hccli.checkpoint.gguf_store import gguf_kv, settings
 
-    return settings(gguf_kv(ckpt.shards))
+    return settings(gguf_kv(shards))
 
 
 def gguf_architecture(ckpt: Checkpoint) -> str:
@@ -120,12 +100,14 @@ def gguf_architecture(ckpt: Checkpoint) -> str:
 def gguf_model(ckpt: Checkpoint) -> GgufModel | None:
     """The model settings a GGUF's metadata gives, each within a config's bound (HcError naming
     the file, the key and the bound otherwise); None for any other checkpoint."""
-    if dialect_of(ckpt).dialect != D.GGUF:
-        return None
+    return _gguf_model(ckpt.shards) if ckpt.dialect.dialect == D.GGUF else None
+
+
+def _gguf_model(shards: list[Shard]) -> GgufModel | None:
     from hccli.checkpoint.gguf_meta import read_model
     from hccli.checkpoint.gguf_store import GgufHeader, settings
 
-    shard = next((s for s in ckpt.shards if isinstance(s.header, GgufHeader)), None)
+    shard = next((s for s in shards if isinstance(s.header, GgufHeader)), None)
     if shard is None:  # llama.cpp's names in a safetensors file: no metadata
         return None
     return read_model(one_line(str(shard.path)), shard.header.architecture, settings(shard.header.kv))
@@ -141,16 +123,44 @@ def op_settings(ckpt: Checkpoint) -> tuple[int, float]:
     return iters, eps
 
 
-def layer_counts(ckpt: Checkpoint, names) -> tuple[int, int]:
-    """(n_layers, n_stages): from the config when there is one, else from a GGUF's
-    metadata, else from the names."""
-    if ckpt.config is not None:
-        return ckpt.config.n_layers, ckpt.config.n_stages
-    m = gguf_model(ckpt)
+def find_sites(shards: list[Shard], merged: dict | None, dialect: str, config: ModelConfig | None,
+               where: str) -> tuple[int, int, list[HcSiteTensors]]:
+    """(n_layers, n_stages, every HC site by canonical (layer, site, part)) of the readable shards
+    in any dialect; merged: the merged table where names repeat across shards."""
+    n_layers, n_stages = _layer_counts(shards, merged, dialect, config)
+    parse = _hc_parser(dialect)
+    groups: dict[tuple[str, str], dict] = {}
+    owners: dict[str, HcName] = {}
+    for name, ref in _hc_candidates(shards, merged):
+        hn = parse(name)
+        if hn is not None:
+            key = (hn.owner, hn.site)
+            if key not in groups and len(groups) == MAX_HC_SITES:
+                raise HcError(f"{one_line(where)}: more than {MAX_HC_SITES:,} HC sites; expected at most two a "
+                              f"layer for {MAX_LAYERS:,} layers, three a stage for {MAX_STAGES} stages and one head "
+                              "mix (hc's bounds on layers and stages)")
+            groups.setdefault(key, {})[hn.part] = ref
+            owners[hn.owner] = hn
+    out = []
+    for (owner, site), parts in groups.items():
+        hn = owners[owner]
+        label = owner or "head"
+        out.append(HcSiteTensors(owner, site, hn.layer(n_layers, n_stages), label, hn.is_stage, parts))
+    out.sort(key=lambda s: (s.layer, SITE_ORDER[s.site]))
+    return n_layers, n_stages, out
+
+
+def _layer_counts(shards: list[Shard], merged: dict | None, dialect: str, config: ModelConfig | None
+                  ) -> tuple[int, int]:
+    """(n_layers, n_stages): from the config when there is one, else from a GGUF's metadata, else
+    from the names."""
+    if config is not None:
+        return config.n_layers, config.n_stages
+    m = _gguf_model(shards) if dialect == D.GGUF else None
     if m is not None and m.n_layers is not None:
         return m.n_layers, 0
+    names = list(merged) if merged is not None else chain.from_iterable(s.header.names for s in shards)
     most = {BACKBONE: -1, STAGE: -1}
-    dialect = dialect_of(ckpt).dialect
     if dialect not in (D.RELEASE, D.RELEASE_PREFIXED, D.UNKNOWN):
         # the other dialects hold no stages; their layers are numbered by their HC sites (whose
         # names hold "hc", picked by a C-level scan: a header may hold a million other names)
@@ -178,7 +188,7 @@ def split_set_problems(ckpt: Checkpoint, *, unreadable: bool = True) -> list[str
            f"{len(ckpt.shards) + len(ckpt.missing)} parts" for m in ckpt.missing]
     if unreadable:
         out += [s.error or f"{one_line(s.file)}: unreadable" for s in ckpt.shards if s.header is None]
-    if not ckpt.names_unique():
+    if not ckpt.unique:
         repeated = [(n, shards) for n, shards in ckpt.occurrences().items() if len(shards) > 1]
         name, shards = repeated[0]
         more = f" ({len(repeated) - 1:,} more tensors in two parts)" if len(repeated) > 1 else ""
@@ -195,39 +205,14 @@ def require_whole(ckpt: Checkpoint) -> None:
         raise HcError(problems[0])
 
 
-def find_hc(ckpt: Checkpoint) -> list[HcSiteTensors]:
-    """Every HC site of the checkpoint, by canonical (layer, site, part), in any dialect."""
-    n_layers, n_stages = layer_counts(ckpt, ckpt.all_names() if ckpt.config is None else ())
-    parse = _hc_parser(ckpt)
-    groups: dict[tuple[str, str], dict] = {}
-    owners: dict[str, HcName] = {}
-    for name, ref in _hc_candidates(ckpt):
-        hn = parse(name)
-        if hn is not None:
-            key = (hn.owner, hn.site)
-            if key not in groups and len(groups) == MAX_HC_SITES:
-                raise HcError(f"{one_line(ckpt.label)}: more than {MAX_HC_SITES:,} HC sites; expected at most two a "
-                              f"layer for {MAX_LAYERS:,} layers, three a stage for {MAX_STAGES} stages and one head "
-                              "mix (hc's bounds on layers and stages)")
-            groups.setdefault(key, {})[hn.part] = ref
-            owners[hn.owner] = hn
-    out = []
-    for (owner, site), parts in groups.items():
-        hn = owners[owner]
-        label = owner or "head"
-        out.append(HcSiteTensors(owner, site, hn.layer(n_layers, n_stages), label, hn.is_stage, parts))
-    out.sort(key=lambda s: (s.layer, SITE_ORDER[s.site]))
-    return out
-
-
-def _hc_candidates(ckpt: Checkpoint) -> Iterator[tuple[str, tuple[Shard, TensorInfo]]]:
+def _hc_candidates(shards: list[Shard], merged: dict | None) -> Iterator[tuple[str, tuple[Shard, TensorInfo]]]:
     """(name, (shard, entry)) of the tensors whose names hold "hc", as every dialect spells an HC
     tensor (~0.3% of a checkpoint): picked per header by C-level scans of its name column when
     no name repeats across shards, else from the merged table (first occurrence wins)."""
-    if not ckpt.names_unique():
-        yield from ((n, ref) for n, ref in ckpt.tensors().items() if "hc" in n)
+    if merged is not None:
+        yield from ((n, ref) for n, ref in merged.items() if "hc" in n)
         return
-    for s in ckpt.readable():
+    for s in shards:
         names = s.header.names
         for i in compress(range(len(names)), map(contains, names, repeat("hc"))):
             yield names[i], (s, s.header.entry(i))
@@ -281,7 +266,7 @@ def require_parts(ckpt: Checkpoint, site: HcSiteTensors, parts: tuple[str, ...])
         if part not in site.parts:
             name = site.tensor_name(part)
             hn = parse_hc_name(name)
-            stored = (D.spell_hc(hn, dialect_of(ckpt).dialect) if hn is not None else None) or name
+            stored = (D.spell_hc(hn, ckpt.dialect.dialect) if hn is not None else None) or name
             have = ", ".join(f"hc_{site.site}_{p}" for p in ("fn", "base", "scale") if p in site.parts)
             raise HcError(f"{ckpt.label}: tensor '{stored}' of the {site.site} site of {site.name} (layer "
                           f"{site.layer}) is not in the checkpoint; expected hc_{site.site}_{part} beside its {have}")
@@ -294,15 +279,13 @@ def is_gguf(shard: Shard) -> bool:
 def count_nonfinite(ckpt: Checkpoint, site: HcSiteTensors, part: str) -> int:
     """NaN and Inf values in one of a site's tensors, read in bounded chunks (an fn
     projection is 2 MB in a real model, and whatever a header says in a hostile one)."""
-    import numpy as np
-
-    from hccli.checkpoint.values import iter_tensor_chunks
+    from hccli.checkpoint.values import count_nonfinite_f32, iter_tensor_bytes
 
     shard, info = site.parts[part]
-    if info.dtype != "F32":  # decoded whole, within read_part's bound
-        return int(np.count_nonzero(~np.isfinite(read_part(ckpt, site, part))))
+    if info.dtype != "F32":  # decoded whole to float32, within read_part's bound
+        return count_nonfinite_f32(read_part(ckpt, site, part).astype("<f4").tobytes())
     with ckpt.source(shard) as src:
-        return sum(int(np.count_nonzero(~np.isfinite(v))) for v in iter_tensor_chunks(src, shard.header, info.name))
+        return sum(map(count_nonfinite_f32, iter_tensor_bytes(src, shard.header, info.name, 8 << 20)))
 
 
 def read_base_scale(ckpt: Checkpoint, site: HcSiteTensors) -> tuple[np.ndarray, np.ndarray]:
@@ -360,10 +343,12 @@ def _f32_list(raw: bytes) -> list[float]:
 def select_site(ckpt: Checkpoint, layer: int, site: str) -> HcSiteTensors:
     """One site to run the op on: of a whole model (require_whole), never of part of a split set."""
     require_whole(ckpt)
-    sites = find_hc(ckpt)
+    sites = ckpt.hc_sites
     for s in sites:
         if s.layer == layer and s.site == site:
             return s
+    from hccli.layers import format_ranges  # (the layer plan's module: loaded for this message only)
+
     have = sorted({s.layer for s in sites if s.site == site})
     shown = format_ranges(have) if have else "none"
     raise HcError(f"{ckpt.label}: no hc_{site}_* tensors for layer {layer}; this checkpoint has {site} sites "

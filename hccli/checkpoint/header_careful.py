@@ -12,20 +12,18 @@ import re
 from json.decoder import scanstring
 from typing import Any, Iterator
 
-from hccli.checkpoint.header import (
+from hccli.bounded import MAX_JSON_DEPTH, nests_deeper_than, one_line
+from hccli.checkpoint.header_types import (
     DTYPES,
-    MAX_JSON_DEPTH,
     METADATA_KEY,
     N_LEN,
     U64_MAX,
     _SPAN,
-    _SURROGATE_ESCAPE,
     Header,
     HeaderError,
     TensorInfo,
     quote,
 )
-from hccli.checkpoint.source import one_line
 
 
 class _DuplicateKey(Exception):
@@ -75,27 +73,7 @@ def _parse_float(text: str) -> float:
 
 
 _JSON_SPACE = " \t\n\r"
-_BRACKET_STEPS = bytes.maketrans(b"[{]}", b"\x01\x01\xff\xff")
-_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[{]}")
-_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"')
-
-
-def _nests_deeper_than(text: str, limit: int) -> bool:
-    """Whether brackets outside strings nest deeper than `limit`, in linear time and memory
-    of a few copies of the text (numpy's running sum over chunks; imported only for this
-    rare case)."""
-    import numpy as np
-
-    brackets = _STRING.sub("", text).encode("utf-8", "surrogatepass").translate(_BRACKET_STEPS, _NOT_BRACKETS)
-    steps = np.frombuffer(brackets, np.int8)  # +1 opens, -1 closes
-    depth, chunk = 0, 1 << 20
-    for start in range(0, len(steps), chunk):
-        running = np.cumsum(steps[start : start + chunk], dtype=np.int32)
-        running += depth
-        if running.max() > limit:
-            return True
-        depth = int(running[-1])
-    return False
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
 def _check_tree(obj: Any, check_strings: bool, depth: int = 1) -> None:
@@ -231,7 +209,7 @@ def parse_careful(text: str, n: int, file_size: int, name: str) -> Header:
     if first == "[":
         # Refused whatever it holds, as the reference refuses a header that starts as an array
         # (a sequence where it expects a map): building it could cost gigabytes ([[],[],...]).
-        if _nests_deeper_than(text, MAX_JSON_DEPTH):
+        if nests_deeper_than(text, MAX_JSON_DEPTH):
             raise HeaderError(name, "bad_json", f"header contains containers nested deeper than {MAX_JSON_DEPTH}"
                               " levels, expected standard JSON")
         raise HeaderError(name, "not_object", "header is a JSON array, expected an object")

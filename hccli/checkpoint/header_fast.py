@@ -1,32 +1,27 @@
-"""The fast paths of the header parser: ordinary valid headers at the speed of C decoding.
+"""The fast accept of the header parser: ordinary valid headers at the speed of C decoding.
 
-A fast path accepts only a header it has checked to the last rule, and returns None for
-anything else, valid or not: the careful path (header_careful.py) alone judges and words
-the rest, so the verdict is always the careful path's. Two decoders fill the same checks:
+It accepts only a header it has checked to the last rule, and returns None for anything else,
+valid or not: the careful path (header_careful.py) alone judges and words the rest, so the
+verdict is always the careful path's. msgspec decodes the bytes into typed records, checking in
+C that every entry's shape and data_offsets hold integers >= 0 and that the text is valid UTF-8
+JSON without NaN, lone surrogates or unbounded nesting.
 
-- msgspec (when installed): decodes the bytes into typed records, checking in C that every
-  entry's shape and data_offsets hold integers >= 0 and that the text is valid UTF-8 JSON
-  without NaN, lone surrogates or unbounded nesting;
-- the standard library's json otherwise: plain dicts, types checked here.
-
-Both decoders keep only the last of repeated keys, and msgspec skips fields it was not asked
-for; one count, with no second parse, rules both out: every ':' outside strings separates a
-key from its value, so a header whose ':' count equals the keys decoded (plus the ':' inside
-decoded strings) has no repeated key, no extra field and no other object anywhere. The same count for '-' proves there is no
-negative number, so no -0 (which decodes to the integer 0 but is a float to the reference).
+msgspec keeps only the last of repeated keys and skips fields it was not asked for; one count,
+with no second parse, rules both out: every ':' outside strings separates a key from its value,
+so a header whose ':' count equals the keys decoded (plus the ':' inside decoded strings) has no
+repeated key, no extra field and no other object anywhere. The same count for '-' proves there
+is no negative number, so no -0 (which decodes to the integer 0 but is a float to the reference).
 Escapes that decode to ':' or '-' (or to surrogates) send the header to the careful path.
 The checks on the decoded records run as C-level maps over whole columns, not per entry.
 """
 
-import json
 import math
 import re
-import sys
 from itertools import accumulate, chain, repeat
 from operator import attrgetter, itemgetter, mul, sub
 from typing import Any, Callable
 
-from hccli.checkpoint.header import (
+from hccli.checkpoint.header_types import (
     _SPAN,
     DTYPES,
     METADATA_KEY,
@@ -40,8 +35,7 @@ from hccli.checkpoint.header import (
 
 # \uD800-\uDFFF (surrogates: json decodes lone ones), \u002d ('-') and \u003a (':'), which
 # would hide from the counts.
-_ODD_ESCAPE = re.compile(r"\\u(?:[dD][89a-fA-F]|00(?:2[dD]|3[aA]))")
-_ODD_ESCAPE_BYTES = re.compile(_ODD_ESCAPE.pattern.encode())
+_ODD_ESCAPE_BYTES = re.compile(rb"\\u(?:[dD][89a-fA-F]|00(?:2[dD]|3[aA]))")
 _FIRST, _SECOND = itemgetter(0), itemgetter(1)
 _METADATA_FIRST = re.compile(rb'[ \t\n\r]*\{[ \t\n\r]*"__metadata__"[ \t\n\r]*:[ \t\n\r]*')
 _DTYPE_NAMES = {d: d for d in DTYPES}
@@ -51,7 +45,7 @@ _MAX_SPAN = U64_MAX >> 3  # the reference checks bits = elements * width <= u64;
 
 def parse_fast(body: bytes, n: int, file_size: int, name: str) -> Header | None:
     """The header if it is an ordinary valid one, through msgspec when it is installed; None
-    sends it to the careful path (and when msgspec is missing, to `parse_fast_json` first)."""
+    sends it to the careful path."""
     decode = _msgspec_decoders()
     if decode is None:
         return None
@@ -69,7 +63,7 @@ def parse_fast(body: bytes, n: int, file_size: int, name: str) -> Header | None:
         # A field left at its default (None, "") fails a check of _assemble with a TypeError or None.
         records = entries.values()
         return _assemble(entries, list(map(_ATTR_DTYPE, records)), list(map(_ATTR_SHAPE, records)),
-                         list(map(_ATTR_OFFSETS, records)), metadata, n, file_size, name, shared_dtypes=True)
+                         list(map(_ATTR_OFFSETS, records)), metadata, n, file_size, name)
     except (ValueError, TypeError, AttributeError, RecursionError):  # msgspec's errors are ValueErrors
         return None
 
@@ -92,47 +86,7 @@ def _metadata(body: bytes, decode) -> dict[str, str] | None:
     return decode[1](body).metadata
 
 
-def parse_fast_json(text: str, n: int, file_size: int, name: str) -> Header | None:
-    """The same as `parse_fast` with the standard library's json, which builds plain dicts
-    (types are then checked here, per column)."""
-    if not _long_numbers_refused() or "\\" in text and _ODD_ESCAPE.search(text):
-        return None
-    if text.lstrip(" \t\n\r")[:1] != "{":
-        return None  # not an object: nothing to build (a 100 MB array would cost gigabytes)
-    try:
-        # No float belongs in an ordinary header: decline at the first (25M of them cost seconds).
-        entries = json.loads(text, parse_float=_decline, parse_constant=_decline)
-        if type(entries) is not dict:
-            return None
-        has_metadata = METADATA_KEY in entries
-        metadata = entries.pop(METADATA_KEY, None)
-        if metadata is not None and (type(metadata) is not dict or not set(map(type, metadata.values())) <= {str}):
-            return None
-        records = entries.values()
-        if not set(map(type, records)) <= {dict}:
-            return None
-        dtypes = list(map(itemgetter("dtype"), records))  # KeyError unless present
-        shapes = list(map(itemgetter("shape"), records))
-        offsets = list(map(itemgetter("data_offsets"), records))
-    except (ValueError, KeyError, RecursionError):  # json's errors are ValueErrors
-        return None
-    if not (set(map(type, shapes)) <= {list} and set(map(type, offsets)) <= {list}
-            and set(map(len, offsets)) <= {2} and _all_naturals(chain.from_iterable(shapes))
-            and _all_naturals(chain.from_iterable(offsets))):
-        return None
-    if not _counts_match(text.count(":"), text.count("-"), entries, has_metadata, metadata):
-        return None
-    try:
-        return _assemble(entries, dtypes, list(map(tuple, shapes)), offsets, metadata, n, file_size, name)
-    except TypeError:  # an unhashable dtype
-        return None
-
-
-def _decline(text: str) -> Any:
-    raise ValueError(text)
-
-
-# --------------------------------------------------------------------------- shared checks
+# --------------------------------------------------------------------------- checks
 
 
 def _counts_match(colons: int, minuses: int, entries: dict[str, Any], has_metadata: bool,
@@ -153,15 +107,14 @@ def _counts_match(colons: int, minuses: int, entries: dict[str, Any], has_metada
 
 
 def _assemble(entries: dict[str, Any], dtypes: list, shapes: list, offsets: list, metadata: dict[str, str] | None,
-              n: int, file_size: int, name: str, shared_dtypes: bool = False) -> Header | None:
+              n: int, file_size: int, name: str) -> Header | None:
     """The common header, its entries in offset order with whole-byte dtypes, in fewer passes:
     with the tiling checked first (each entry begins where the one before ends, the first at 0),
     the ends are the running sums of the spans, so every span equals its elements x width
     exactly when the running sums of elements x width equal the ends; and no span exceeds the
     data size, so no span check is needed when the data size is within the reference's bound.
     Anything else goes to `_assemble_general`. Raises TypeError for columns of the wrong types.
-    shared_dtypes: the dtypes are DTYPES' own key strings already (msgspec's Literal), so the
-    column is kept as it is instead of mapped to them."""
+    The dtypes are DTYPES' own key strings already (msgspec's Literal): the column is kept as it is."""
     widths = list(map(_BYTES.get, dtypes))  # TypeError for an unhashable dtype
     if None in widths:  # an unknown dtype, or F4/F6: bits that are no whole bytes
         return _assemble_general(entries, dtypes, shapes, offsets, metadata, n, file_size, name)
@@ -180,8 +133,6 @@ def _assemble(entries: dict[str, Any], dtypes: list, shapes: list, offsets: list
         return None
     if 0 in counts and not all(_fold_fits(s) for s, c in zip(shapes, counts) if c == 0):
         return None
-    if not shared_dtypes:
-        dtypes = list(map(_DTYPE_NAMES.__getitem__, dtypes))
     return ColumnHeader.of_columns(name, n, data_start, file_size, metadata,
                                    Columns(list(entries), dtypes, shapes, begins, ends))
 
@@ -191,7 +142,7 @@ def _assemble_general(entries: dict[str, Any], dtypes: list, shapes: list, offse
     """Apply the reference's per-entry rules and the tiling rule to whole columns. Raises
     TypeError for columns of the wrong types."""
     # One str object per dtype name and one tuple per distinct shape, shared by every entry that has
-    # it (experts repeat a few shapes thousands of times): ~10 MB less for a 100k-tensor checkpoint.
+    # it (experts repeat a few shapes thousands of times): the memory of a 100k-tensor checkpoint.
     dtypes = list(map(_DTYPE_NAMES.get, dtypes))  # TypeError for an unhashable dtype
     if None in dtypes:
         return None
@@ -230,12 +181,6 @@ def _assemble_general(entries: dict[str, Any], dtypes: list, shapes: list, offse
     return Header(name, n, data_start, file_size, metadata, tuple(infos))
 
 
-def _all_naturals(values) -> bool:
-    """Integers >= 0 only (type(), not isinstance: JSON true is no number)."""
-    values = list(values)
-    return set(map(type, values)) <= {int} and min(values, default=0) >= 0
-
-
 def _fold_fits(shape) -> bool:
     """The reference's checked product: every partial product of the dims within u64."""
     n = 1
@@ -244,14 +189,6 @@ def _fold_fits(shape) -> bool:
         if n > U64_MAX or d > U64_MAX:
             return False
     return True
-
-
-def _long_numbers_refused() -> bool:
-    """Whether json refuses numbers of more than 4,300 digits (Python's default limit). Converting
-    a digit string takes quadratic time, so without that limit one hostile number in a header
-    could take hours; the careful path keeps numbers past 24 digits as text instead."""
-    limit = getattr(sys, "get_int_max_str_digits", lambda: 0)()  # missing before 3.10.7/3.11
-    return 0 < limit <= 4300
 
 
 # --------------------------------------------------------------------------- msgspec

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import urljoin, urlsplit
 
-from hccli.checkpoint.source import ByteSource, SourceError, one_line
+from hccli.bounded import SourceError, one_line
+from hccli.checkpoint.source import ByteSource
 from hccli.errors import HcError
 
 try:  # huggingface_hub >= 1.x ships its HTTP stack as httpx2; older ones as httpx (same API)

@@ -16,19 +16,14 @@ from operator import attrgetter, gt, lt, mul
 from pathlib import PurePosixPath
 
 from hccli.checkpoint import agree
-from hccli.checkpoint.header import ColumnHeader
+from hccli.checkpoint.findings import Finding, finding
+from hccli.checkpoint.header_types import ColumnHeader
 from hccli.checkpoint.shardset import Checkpoint
-from hccli.checkpoint.source import one_line
-from hccli.checkpoint.findings import CODES, Finding
 from hccli.errors import HcError
 from hccli.st_layout import _RANK
 
 CODE = "shard_placement"
 _NAME, _DTYPE, _SHAPE = attrgetter("name"), attrgetter("dtype"), attrgetter("shape")
-
-
-def _finding(message: str) -> Finding:
-    return Finding(CODE, CODES[CODE][0], one_line(message, 400))
 
 
 def _base(file: str) -> str:
@@ -68,7 +63,7 @@ def _moved(ckpt: Checkpoint, plans: list, have: dict) -> dict[str, str]:
     planned names that its namesake shard holds (one C-level superset test) are in place."""
     readable = ckpt.readable()
     actual = {_base(s.file): s for s in readable}
-    if not ckpt.names_unique() or len(actual) != len(readable):
+    if not ckpt.unique or len(actual) != len(readable):
         return _moved_each(ckpt, plans, have)
     out: dict[str, str] = {}
     for plan in plans:
@@ -92,18 +87,17 @@ def _moved_each(ckpt: Checkpoint, plans: list, have: dict) -> dict[str, str]:
     return out
 
 
-def _published_as_is(ckpt: Checkpoint, inv) -> bool:
+def _published_as_is(ckpt: Checkpoint, inv, at: list[int] | None) -> bool:
     """Whether there is nothing to report, shown by whole columns for a checkpoint that agrees with
-    the inventory (agree.positions): every tensor in the shard the release put it in, and every
+    the inventory (`at`, agree.positions): every tensor in the shard the release put it in, and every
     shard's header the published one, which then holds this shard's own entries, in its order,
     at its offsets: the entries in the serializer's order, back to back, and the header text
     already in compact form (so its length is the published header's). False: look closer (the
     per-tensor path below, which finds and words what differs)."""
     release = inv.release
     shards = ckpt.shards
-    at = agree.positions(ckpt, inv.columns)
     if at is None or len(shards) != release.shards or not agree.all_readable(ckpt) \
-            or not (ckpt.store is None or ckpt.store.bulk_reads_cheap):
+            or not ckpt.store.bulk_reads_cheap:
         return False
     files = [_base(s.file) for s in shards]
     ordinal = {f: j for j, f in enumerate(files)}
@@ -145,14 +139,13 @@ def _as_published(ckpt: Checkpoint, shard) -> bool:
     return h.header_len == len(body) + (-len(body) % 8)
 
 
-def placement_findings(ckpt: Checkpoint) -> list[Finding]:
-    if ckpt.config is None:
-        return []
-    from hccli.inventory import DTYPE_BYTES, build_inventory
+def placement_findings(ckpt: Checkpoint, inv, at: list[int] | None) -> list[Finding]:
+    """inv: the config's inventory; at: where its tensors are among the shards' entries, when the
+    shards agree with it (agree.positions), else None."""
+    from hccli.inventory_types import DTYPE_BYTES
 
-    inv = build_inventory(ckpt.config)
     release = inv.release
-    if release is None or _published_as_is(ckpt, inv):
+    if release is None or _published_as_is(ckpt, inv, at):
         return []
     from hccli.synth import plan_shards  # (numpy with it)
 
@@ -164,7 +157,7 @@ def placement_findings(ckpt: Checkpoint) -> list[Finding]:
     if moved or len(ckpt.shards) != release.shards:
         n = moved[0] if moved else None
         example = f", e.g. '{n}' in {have[n][0].file}, published in {published[n]}" if n else ""
-        out.append(_finding(
+        out.append(finding(CODE,
             f"{ckpt.label}: the shards differ from the published {release.name} layout "
             f"({len(ckpt.shards)} shards, published {release.shards}; {len(moved):,} tensors in another shard"
             f"{example}); a re-sharded copy is legal, but its files are not the release's"))
@@ -178,6 +171,6 @@ def placement_findings(ckpt: Checkpoint) -> list[Finding]:
         expected = _header_size(plan, sizes) + sum(sizes)
         actual = shard.header.file_size
         if actual != expected:
-            out.append(_finding(f"{shard.file} is {actual:,} bytes; the published {release.name} file is "
+            out.append(finding(CODE, f"{shard.file} is {actual:,} bytes; the published {release.name} file is "
                                 f"{expected:,} bytes ({actual - expected:+,})"))
     return out

@@ -28,7 +28,7 @@ from hccli import dialect_ct, dialect_mlx
 from hccli import dialects as D
 from hccli.components import component_of
 from hccli.packing import ct_packing, logical_elements, mlx_packing
-from hccli.record import record
+from dataclasses import dataclass
 from hccli.vocab import parse_hc_name
 
 PACKING = (D.MLX_LM, D.COMPRESSED_TENSORS)  # dialects whose tensors are reconciled here
@@ -67,7 +67,7 @@ class Want(NamedTuple):
     exact: bool
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ComponentRow:
     component: str
     tensors: int
@@ -75,7 +75,7 @@ class ComponentRow:
     logical_params: int  # through the packing: a packed weight counts its values, side tensors 0
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ComponentTable:
     """Every tensor of a producer's checkpoint by component (`inspect`)."""
 
@@ -215,7 +215,7 @@ def _counted(ckpt: Any, dialect: str):
 
 def component_table(ckpt: Any, dialect: str) -> ComponentTable:
     """Every stored tensor filed under its component (`inspect`)."""
-    from hccli.inventory import COMPONENTS
+    from hccli.inventory_types import COMPONENTS
 
     counted, unmapped = _counted(ckpt, dialect)
     acc: dict[str, list[int]] = {}

@@ -18,10 +18,10 @@ the producer never writes maps to None and is reported as such.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from hccli import dialects as D
-from hccli.record import record
 
 # dialects whose every tensor name dialects.py maps; the others are reconciled in HC only
 RECONCILED = (D.RELEASE, D.RELEASE_PREFIXED, D.TRANSFORMERS_SAVED, D.GGUF)
@@ -29,7 +29,7 @@ _EXPERT = re.compile(r"^(layers\.\d+\.ffn\.experts)\.\d+\.(w[123]\.weight)$")
 _KEEP_F32 = re.compile(r"(^|\.)hc_|\.attn_sink$|\.ape$|norm\.weight$|\.ffn\.gate\.bias$")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Expected:
     name: str  # canonical
     shape: tuple[int, ...]  # canonical (row-major) order

@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
+from hccli.bounded import SourceError, one_line, read_json
 from hccli.checkpoint.cache import COMMIT, Cache
-from hccli.checkpoint.header import Header, parse_header, read_header
+from hccli.checkpoint.header import parse_header, read_header
+from hccli.checkpoint.header_types import Header
 from hccli.checkpoint.http_range import Http, HttpRangeSource, Transfer, httpx
-from hccli.checkpoint.source import ByteSource, SourceError, one_line
-from hccli.checkpoint.store import Store
+from hccli.checkpoint.source import ByteSource
+from hccli.checkpoint.store_protocol import Store
 from hccli.errors import HcError
 
 _PART = r"[A-Za-z0-9_][\w.\-]{0,95}"
@@ -268,11 +270,7 @@ def _api(http: Http, ref: RepoRef, revision: str) -> _Listing:
         except HfHubHTTPError:
             pass
         raise SourceError(f"{where} answered HTTP {status}; expected the model's info", "http_status")
-    try:
-        doc = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError, RecursionError):
-        raise HcError(f"{where}: the API answer is not valid JSON; expected a model's info") from None
-    return _listing(doc, where)
+    return _listing(read_json(body, f"{where}: the API answer", "a model's info"), where)
 
 
 def _offline_env() -> bool:
@@ -309,10 +307,12 @@ def open_hub(ref: RepoRef, *, endpoint: str | None = None) -> HubStore:
                 raise HcError(f"{ref.label}: HF_HUB_OFFLINE is set and this repository is not in the cache "
                               f"({cache.root})")
             raise HcError(f"{ref.label}: cannot reach {one_line(endpoint, 80)} ({error.message if error else ''})")
+        where = f"{ref.label}: the cached listing"
         try:
-            listing = _listing(json.loads(raw), f"{ref.label}: the cached listing")
-        except ValueError:
+            doc = read_json(raw, where, "a model's info")
+        except HcError:
             raise HcError(f"{ref.label}: the cached listing is damaged; remove {cache.root}") from None
+        listing = _listing(doc, where)
         offline, http = True, None
     files = listing.files
     if ref.subfolder:

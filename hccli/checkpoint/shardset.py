@@ -1,39 +1,28 @@
-"""A checkpoint as a set of shards in a store (store.py): a directory (with or without
-an index), an index file, one .safetensors file, or a hub repository; config.json
-beside it when present.
+"""A checkpoint as a set of shards in a store: its types.
 
-Opening reads the index and every shard's header (never tensor data) and keeps
-what went wrong per shard, so that --verify can report it; a checkpoint that
-cannot be read at all raises HcError (exit 2). The same steps serve every store.
+Opening (opening.py) reads the index and every shard's header (never tensor data), keeps what
+went wrong per shard so that --verify can report it, and works out once what the names say: the
+dialect they are written in and the HC sites, with their layers numbered.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import re
-import sys
-import threading
-from collections import Counter
-from dataclasses import field, replace
+from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import chain, repeat
-from pathlib import Path, PurePosixPath
-from typing import Any, Callable
+from pathlib import Path
+from typing import Any
 
-from hccli.checkpoint.header import Header, TensorInfo, gc_paused
-from hccli.checkpoint.source import ByteSource, one_line
-from hccli.checkpoint.store import CONFIG_CAP, MAX_SHARDS, Store, open_store, read_index_bytes
-from hccli.config import ConfigUnusable, ModelConfig, load_config_data, read_checkpoint_config
-from hccli.errors import HcError
-from hccli.record import record
-from hccli.vocab import INDEX_NAME
-
-# transformers' and the releases' shard names: model-00003-of-00014.safetensors; ASCII digits only
-# (`\d` and int() would read a fullwidth "００００１" as shard 1, standing in for the real one)
-SHARD_OF = re.compile(r"^(?P<prefix>.*?[-_])(?P<k>[0-9]{5,6})-of-(?P<n>[0-9]{5,6})\.safetensors$")
+from hccli.checkpoint.header import gc_paused
+from hccli.checkpoint.header_types import Header, TensorInfo
+from hccli.checkpoint.source import ByteSource
+from hccli.checkpoint.store_protocol import Store
+from hccli.config import ConfigUnusable, ModelConfig
+from hccli.dialects import Detection
+from hccli.vocab import hc_tensor_name
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Shard:
     file: str  # as the index names it (or the file name)
     path: Path | None  # None when the name is unsafe and was not opened
@@ -43,51 +32,67 @@ class Shard:
     indexed: bool = True
 
 
+@dataclass(frozen=True, slots=True)
 class Index:
-    """A parsed model.safetensors.index.json: the shard files it names (in first-named order),
-    metadata.total_size, the metadata, and the weight_map, which may be parsed on first use (when
-    another process parsed the index for the files and totals alone: see _index_beside)."""
+    """A parsed model.safetensors.index.json: the weight_map, metadata.total_size, the metadata,
+    and the shard files it names (in first-named order)."""
 
-    def __init__(self, path: Path | str, weight_map: dict[str, str] | Callable[[], dict[str, str]],
-                 total_size: int | None, metadata: dict, files: list[str] | None = None,
-                 digest: dict[str, list[int]] | None = None):
-        self.path, self.total_size, self.metadata = path, total_size, metadata
-        # file -> [names the weight_map gives it, the sum of their hash()]: see name_digest
-        self.digest = digest
-        if callable(weight_map):
-            self._load: Callable[[], dict[str, str]] | None = weight_map
-            self._weight_map: dict[str, str] | None = None
-            assert files is not None
-        else:
-            self._load, self._weight_map = None, weight_map
-        self.files = list(dict.fromkeys(self.weight_map.values())) if files is None else files
-
-    @property
-    def parsed(self) -> bool:
-        """Whether the weight_map has been parsed in this process."""
-        return self._weight_map is not None
-
-    @property
-    def weight_map(self) -> dict[str, str]:
-        if self._weight_map is None:
-            assert self._load is not None
-            self._weight_map = self._load()
-        return self._weight_map
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, Index):
-            return NotImplemented
-        return (self.path, self.total_size, self.metadata, self.files, self.weight_map) == (
-            other.path, other.total_size, other.metadata, other.files, other.weight_map)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"Index({self.path!r}, {len(self.files)} files, total_size={self.total_size})"
+    path: Path | str
+    weight_map: dict[str, str]
+    total_size: int | None
+    metadata: dict
+    files: list[str]
 
 
-@record(frozen=False)
+@dataclass(frozen=True, slots=True)
+class HcSiteTensors:
+    """One HC site (layer and site) and the tensors of its parts, found by canonical name."""
+
+    owner: str  # "layers.3", "mtp.0" or "" (root head mix)
+    site: str
+    layer: int
+    name: str  # "layers.3", "mtp.0" or "head"
+    is_stage: bool
+    parts: dict[str, tuple[Shard, TensorInfo]]  # "fn" / "base" / "scale"
+
+    def tensor_name(self, part: str) -> str:
+        """The canonical (release) name of one part."""
+        return hc_tensor_name(self.owner, self.site, part)
+
+    def stored_name(self, part: str) -> str:
+        """The part's name as the checkpoint spells it (the canonical one where it has none)."""
+        return self.parts[part][1].name if part in self.parts else self.tensor_name(part)
+
+
+def names_unique(readable: list[Shard]) -> bool:
+    """Whether no tensor name is in two of these (readable) shards: then every shard's entries are
+    the checkpoint's, and totals can be taken per header without the merged table."""
+    headers = [s.header for s in readable]
+    total = sum(len(h.names) for h in headers)
+    return len(headers) <= 1 or len(set(chain.from_iterable(h.names for h in headers))) == total
+
+
+def first_occurrences(readable: list[Shard]) -> dict[str, tuple[Shard, TensorInfo]]:
+    """Every tensor of these (readable) shards, first occurrence in shard order."""
+    out: dict[str, tuple[Shard, TensorInfo]] = {}
+    # ~100k entries for a full checkpoint: built by C iterators, with the cyclic GC held off (it
+    # would walk the growing dict again and again; nothing here forms a cycle).
+    with gc_paused():
+        for s in readable:
+            h = s.header
+            if out.keys().isdisjoint(h.by_name):  # by_name is in h.tensors' order
+                out.update(zip(h.by_name, zip(repeat(s), h.tensors)))
+            else:  # a name already seen in an earlier shard keeps that shard
+                for t in h.tensors:
+                    out.setdefault(t.name, (s, t))
+    return out
+
+
+@dataclass(frozen=True)
 class Checkpoint:
+    """An opened checkpoint (opening.open_checkpoint). Not slotted: the merged table of a
+    checkpoint whose names are unique is built on first use (a cached_property)."""
+
     path: Path  # what the user named
     root: Path  # the directory the shards live in
     kind: str  # "directory" | "index" | "file" | "hub"
@@ -95,49 +100,33 @@ class Checkpoint:
     shards: list[Shard]
     config: ModelConfig | None
     config_note: ConfigUnusable | None  # the config.json beside it, set aside (config is then None)
-    unsafe: list[str] = field(default_factory=list)  # index shard names that were not opened
-    missing: list[str] = field(default_factory=list)  # shard names (from the index, or implied by -of-N) with no file
-    store: Store | None = None
-    label: str = ""
-    partial: list[str] = field(default_factory=list)  # *.partial files: an interrupted download or write
-    config_data: dict | None = field(default=None, repr=False)  # the config.json used, as decoded
-    _tensors: dict | None = field(default=None, repr=False)
-    _dialect: Any = field(default=None, repr=False)  # hc.dialect_of's cache
-    _unique: bool | None = field(default=None, repr=False)
-    memo: dict = field(default_factory=dict, repr=False, compare=False)  # checks' results (agree.py)
+    unsafe: list[str]  # index shard names that were not opened
+    missing: list[str]  # shard names (from the index, or implied by -of-N) with no file
+    store: Store
+    label: str
+    partial: list[str]  # *.partial files: an interrupted download or write
+    unique: bool  # no tensor name in two readable shards (names_unique)
+    dialect: Detection  # the dialect the names are written in
+    n_layers: int  # the backbone layers the HC sites are numbered by, then the stages
+    n_stages: int
+    hc_sites: tuple[HcSiteTensors, ...]  # in layer and site order
+    merged: dict | None = field(default=None, repr=False, compare=False)  # the merged table, where names repeat
+    config_data: dict | None = field(default=None, repr=False, compare=False)  # the config.json used, as decoded
 
     def readable(self) -> list[Shard]:
         return [s for s in self.shards if s.header is not None]
 
     def tensors(self) -> dict[str, tuple[Shard, TensorInfo]]:
-        """Every tensor, first occurrence in shard order (duplicates are a finding). Cached."""
-        if self._tensors is None:
-            out: dict[str, tuple[Shard, TensorInfo]] = {}
-            # ~100k entries for a full checkpoint: built by C iterators, with the cyclic GC held
-            # off (it would walk the growing dict again and again; nothing here forms a cycle).
-            with gc_paused():
-                for s in self.readable():
-                    h = s.header
-                    if out.keys().isdisjoint(h.by_name):  # by_name is in h.tensors' order
-                        out.update(zip(h.by_name, zip(repeat(s), h.tensors)))
-                    else:  # a name already seen in an earlier shard keeps that shard
-                        for t in h.tensors:
-                            out.setdefault(t.name, (s, t))
-            self._tensors = out
-        return self._tensors
+        """Every tensor, first occurrence in shard order (duplicates are a finding)."""
+        return self.merged if self.merged is not None else self._table
 
-    def names_unique(self) -> bool:
-        """Whether no tensor name is in two readable shards: then every shard's entries are the
-        checkpoint's, and totals can be taken per header without the merged table. Cached."""
-        if self._unique is None:
-            headers = [s.header for s in self.readable()]
-            total = sum(len(h.names) for h in headers)
-            self._unique = len(headers) <= 1 or len(set(chain.from_iterable(h.names for h in headers))) == total
-        return self._unique
+    @cached_property
+    def _table(self) -> dict[str, tuple[Shard, TensorInfo]]:
+        return first_occurrences(self.readable())
 
     def all_names(self) -> list[str]:
         """Every tensor name in shard order, each once (the merged table's keys, in its order)."""
-        if self.names_unique():
+        if self.unique:
             return list(chain.from_iterable(s.header.names for s in self.readable()))
         return list(self.tensors())
 
@@ -159,416 +148,7 @@ class Checkpoint:
     @property
     def remote(self) -> Any:
         """The hub repository's particulars (endpoint, commit, transfer) for reports, else None."""
-        return self.store.hub if self.store is not None else None
+        return self.store.hub
 
     def source(self, shard: Shard) -> ByteSource:
-        assert self.store is not None
         return self.store.source(shard.file, shard.header.file_size if shard.header else None)
-
-
-
-def _safe_name(name: str) -> bool:
-    p = PurePosixPath(name.replace("\\", "/"))
-    return bool(name) and not p.is_absolute() and ".." not in p.parts and not (len(name) > 1 and name[1] == ":")
-
-
-MAX_INT_DIGITS = 30  # total_size is a u64 (20 digits); anything longer is not a size
-
-
-def _int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INT_DIGITS:
-        raise ValueError(f"an integer of {len(text.lstrip('-')):,} digits; expected at most {MAX_INT_DIGITS}")
-    return int(text)
-
-
-def parse_index(raw: bytes, path: Path | str, shard_files: list[str] | None = None) -> Index:
-    """`shard_files`, the .safetensors files beside the index, speed up the usual index whose
-    every shard is among them (see _parse_index_fast)."""
-    where = one_line(str(path))
-    fast = _parse_index_fast(raw, shard_files)
-    if fast is not None:
-        wm, meta = fast
-    else:
-        wm, meta = _parse_index_careful(raw, where)
-    if not isinstance(meta, dict):
-        raise HcError(f"{where}: key 'metadata': expected an object")
-    total = meta.get("total_size")
-    if total is not None and (not isinstance(total, int) or isinstance(total, bool) or not 0 <= total < 2**64):
-        raise HcError(f"{where}: key 'metadata.total_size': expected a non-negative integer below 2**64, got "
-                      f"{one_line(repr(total), 40)}")
-    return Index(path, wm, total, meta)
-
-
-def _parse_index_careful(raw: bytes, where: str) -> tuple[dict[str, str], Any]:
-    """weight_map and metadata (or {}) by the standard library, each rejection worded."""
-    try:
-        doc = json.loads(raw.decode("utf-8"), parse_int=_int)
-    except UnicodeDecodeError as exc:
-        raise HcError(f"{where}: not UTF-8 text (byte {exc.start}); expected a safetensors index") from None
-    except RecursionError:
-        raise HcError(f"{where}: JSON nested too deeply; expected a safetensors index (an object of "
-                      "weight_map and metadata)") from None
-    except ValueError as exc:  # JSONDecodeError, or an over-long integer
-        raise HcError(f"{where}: not valid JSON ({one_line(str(exc), 80)}); expected a safetensors index") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("weight_map"), dict):
-        raise HcError(f"{where}: key 'weight_map': expected an object of tensor name -> shard file")
-    wm = doc["weight_map"]
-    for k, v in wm.items():
-        if not isinstance(v, str):
-            raise HcError(f"{where}: key 'weight_map.{one_line(k, 80)}': expected a shard file name, got "
-                          f"{type(v).__name__}")
-    return wm, doc.get("metadata") or {}
-
-
-def _parse_index_fast(raw: bytes, shard_files: list[str] | None = None) -> tuple[dict[str, str], Any] | None:
-    """The ordinary index (weight_map of strings, metadata, nothing else) decoded by msgspec in
-    C, ~2x the standard library's speed on a 100k-tensor index; None for anything else, or
-    without msgspec, and the careful path judges it. msgspec keeps the last of repeated keys
-    and refuses invalid UTF-8 as json does; metadata, small, goes through the careful path's
-    json.loads for its integer rule."""
-    decode = _index_decoder()
-    if decode is None or _metadata_may_repeat(raw):
-        return None
-    if shard_files and len(shard_files) <= MAX_SHARDS:
-        # Values checked in C against the files present, and each one the listing's own string
-        # rather than a new one per tensor (~100k): about a third of the decode. An index naming
-        # any other file (a missing shard, an unsafe name) is decoded the general way.
-        try:
-            doc = _index_decoder(tuple(shard_files))(raw)
-            return doc.weight_map, json.loads(bytes(doc.metadata).decode("utf-8"), parse_int=_int) or {}
-        except (ValueError, RecursionError):
-            pass
-    try:
-        doc = decode(raw)
-        meta = json.loads(bytes(doc.metadata).decode("utf-8"), parse_int=_int)
-    except (ValueError, RecursionError):  # msgspec's DecodeError and ValidationError are ValueErrors
-        return None
-    return doc.weight_map, meta or {}
-
-
-# An escape of a printable ASCII character (json.dumps never writes one): it could spell a key.
-_ESCAPED_ASCII = re.compile(rb"\\u00[2-7]")
-
-
-def _metadata_may_repeat(raw: bytes) -> bool:
-    """Whether "metadata" may be a key more than once. msgspec keeps the last one unread, while the
-    careful path reads every one (and refuses an integer of more than MAX_INT_DIGITS digits in any
-    of them): such an index goes to the careful path. Each weight_map msgspec reads is checked in
-    full, so a repeated weight_map or name needs no test."""
-    return raw.count(b'"metadata"') > 1 or (b"\\u00" in raw and _ESCAPED_ASCII.search(raw) is not None)
-
-
-_INDEX_DECODERS: dict[tuple[str, ...] | None, Callable[[bytes], Any] | None] = {}
-
-
-def _index_decoder(shard_files: tuple[str, ...] | None = None) -> Callable[[bytes], Any] | None:
-    """msgspec's index decoder: weight_map values any string, or (shard_files) one of those."""
-    if shard_files not in _INDEX_DECODERS:
-        try:
-            import msgspec
-        except ImportError:
-            _INDEX_DECODERS[shard_files] = None
-        else:
-            from typing import Literal
-
-            value = str if shard_files is None else Literal[shard_files]  # type: ignore[valid-type]
-            # defstruct: this module's annotations are strings that msgspec would resolve here
-            doc = msgspec.defstruct("IndexDoc", [("weight_map", dict[str, value]),
-                                                 ("metadata", msgspec.Raw, msgspec.Raw(b"null"))],
-                                    forbid_unknown_fields=True, gc=False)
-            _INDEX_DECODERS[shard_files] = msgspec.json.Decoder(doc).decode
-    return _INDEX_DECODERS[shard_files]
-
-
-def _implied_missing(names: list[str], where: str) -> list[str]:
-    """Shard files that `-of-N` names imply and that are not among `names`."""
-    groups: dict[tuple[str, str, int], set[int]] = {}
-    for name in names:
-        m = SHARD_OF.match(name)
-        if m:
-            groups.setdefault((m["prefix"], m["n"], len(m["k"])), set()).add(int(m["k"]))
-    out = []
-    for (prefix, n_text, width), have in sorted(groups.items()):
-        n = int(n_text)
-        if n > MAX_SHARDS:
-            raise HcError(f"{where}: shard names say -of-{n_text}; hc reads at most {MAX_SHARDS:,} shards")
-        out += [f"{prefix}{k:0{width}d}-of-{n_text}.safetensors" for k in range(1, n + 1) if k not in have]
-    return out
-
-
-def _plan(index: Index | None, present: Callable[[str], bool], others: list[str], where: str
-          ) -> tuple[list[tuple[str, bool]], list[str], list[str]]:
-    """(shard names to read with whether the index names them, unsafe names, missing names)."""
-    if index is None:
-        if not others:
-            raise HcError(f"{where}: no {INDEX_NAME} and no .safetensors files here")
-        if len(others) > MAX_SHARDS:
-            raise HcError(f"{where}: {len(others):,} .safetensors files; hc reads at most {MAX_SHARDS:,} shards")
-        return [(f, False) for f in others], [], _implied_missing(others, where)
-    unsafe, missing, seen = [], [], []
-    named = index.files
-    if len(named) > MAX_SHARDS or len(others) > MAX_SHARDS:
-        raise HcError(f"{where}: {max(len(named), len(others)):,} shard files; hc reads at most {MAX_SHARDS:,}")
-    for shard in named:
-        if not _safe_name(shard):
-            unsafe.append(shard)
-        elif not present(shard):
-            missing.append(shard)
-        else:
-            seen.append(shard)
-    norm = {str(PurePosixPath(s)) for s in seen}
-    names = [(s, True) for s in sorted(seen)] + [(f, False) for f in others if f not in norm]
-    return names, unsafe, missing
-
-
-def _finish(where: str, shards: list[Shard], unsafe: list[str], missing: list[str]) -> None:
-    if not shards:
-        raise HcError(f"{where}: the index names {len(missing) + len(unsafe)} shard files and none "
-                      "of them is here" + (f" (first: {one_line(missing[0], 80)})" if missing else ""))
-    if not any(s.header is not None for s in shards):
-        first = shards[0]
-        raise HcError(first.error or f"{one_line(first.file)}: unreadable")
-
-
-def _read_one(store: Store, name: str, indexed: bool) -> Shard:
-    try:
-        return Shard(name, Path(store.display(name)), store.header(name), None, None, indexed)
-    except HcError as exc:
-        return Shard(name, Path(store.display(name)), None, exc.message, getattr(exc, "code", "unreadable"), indexed)
-
-
-def _read_headers(store: Store, names: list[tuple[str, bool]],
-                  progress: Callable[[int, int], None] | None) -> list[Shard]:
-    def one(item: tuple[str, bool]) -> Shard:
-        return _read_one(store, *item)
-
-    done, lock = 0, threading.Lock()
-
-    def counted(item: tuple[str, bool]) -> Shard:
-        nonlocal done
-        shard = one(item)
-        with lock:
-            done += 1
-            if progress:
-                progress(done, len(names))
-        return shard
-
-    if progress:
-        progress(0, len(names))
-    with gc_paused():  # the headers' ~100k entries: see gc_paused
-        if store.workers <= 1 or len(names) <= 1:
-            return [counted(item) for item in names]
-        from concurrent.futures import ThreadPoolExecutor
-
-        with ThreadPoolExecutor(min(store.workers, len(names))) as pool:
-            return list(pool.map(counted, names))
-
-
-# From this many shards on, a local directory's index is parsed by a forked child while this
-# process reads the headers (~35 ms of V4.1-Flash's 96k-entry index), and the child then reads
-# headers from the last shard back (header_share.py).
-SPLIT_MIN_SHARDS = 8
-
-
-def _index_beside(raw: bytes, store: Store, entry: str, others: list[str],
-                  progress: Callable[[int, int], None] | None, want_digest: bool = False
-                  ) -> tuple[Index | None, dict[str, Shard]]:
-    """The index parsed by a forked child for what opening needs (the files it names, total_size,
-    metadata and, want_digest, name_digest), while this process reads the headers of the
-    directory's .safetensors files, which are the index's shards in a whole download; the child
-    then reads headers from the last shard back (_read_headers_shared). The weight_map itself is
-    parsed here only on first use (--verify, where there is no digest or it differs): from the
-    same bytes by the same parser. (None, {}) where no child runs; a child that fails is replaced
-    by the work here (which raises the same errors as before)."""
-    if store.workers > 1 or len(others) < SPLIT_MIN_SHARDS:
-        return None, {}
-    from hccli.checkpoint.header_fast import msgspec_installed
-    from hccli.checkpoint.header_share import Helper
-
-    msgspec_installed()  # msgspec and the header decoders, which both processes use: loaded once, before the fork
-    where = store.display(entry)
-
-    def summary() -> list:
-        idx = parse_index(raw, where, others)
-        return [idx.files, idx.total_size, idx.metadata, name_digest(idx.weight_map) if want_digest else None]
-
-    helper = Helper(lambda send: _child_work(send, summary, store, others), timeout_s=60)
-    if not helper.forked:
-        return None, {}
-    try:
-        shards = _read_headers_shared(store, others, progress, helper)
-        got = helper.summary()
-    finally:
-        helper.close()
-    files, total, meta, digest = got if isinstance(got, list) and len(got) == 4 else summary()
-    if not (isinstance(files, list) and all(isinstance(f, str) for f in files) and isinstance(meta, dict)
-            and (total is None or type(total) is int) and _is_digest(digest)):
-        files, total, meta, digest = summary()
-    index = Index(where, lambda: parse_index(raw, where, others).weight_map, total, meta, files, digest)
-    return index, dict(zip(others, shards))
-
-
-def _child_work(send: Callable[[bytes, bytes], None], summary: Callable[[], list], store: Store,
-                others: list[str]) -> None:
-    """The index's child (header_share.py): the index summary first, then shards from the last
-    one back, until this process stops it."""
-    from hccli.checkpoint.header import ColumnHeader
-    from hccli.checkpoint.header_share import encode_header
-
-    send(b"I", json.dumps(summary()).encode())
-    with gc_paused():
-        for k in range(len(others) - 1, -1, -1):
-            try:
-                header = store.header(others[k])
-            except HcError:
-                header = None
-            payload = encode_header(k, header) if type(header) is ColumnHeader else None
-            if payload is None:
-                send(b"S", k.to_bytes(8, "little"))
-            else:
-                send(b"H", payload)
-
-
-def _read_headers_shared(store: Store, names: list[str], progress: Callable[[int, int], None] | None,
-                         helper: Any) -> list[Shard]:
-    """The shards' headers, read here from the first one on until this process reaches those the
-    child has passed (from the last one back); of those, the ones it sent are taken as they are,
-    the others read here."""
-    n = len(names)
-    out: list[Shard] = []
-    if progress:
-        progress(0, n)
-    with gc_paused():
-        while len(out) < n:
-            helper.poll(done=len(out))
-            if len(out) >= helper.low:
-                break  # (the child's frames for every shard from here on have been taken)
-            out.append(_read_one(store, names[len(out)], True))
-            if progress:
-                progress(len(out), n)
-        for k in range(len(out), n):
-            header, shown = helper.headers.get(k), store.display(names[k])
-            if header is not None and header.name == shown:
-                out.append(Shard(names[k], Path(shown), header, None, None, True))
-            else:
-                out.append(_read_one(store, names[k], True))
-            if progress:
-                progress(k + 1, n)
-    return out
-
-
-def hash_key_secret() -> bool:
-    """Whether this process's str hashes are keyed by a random secret (siphash's 128-bit key from
-    os.urandom): not when PYTHONHASHSEED fixes the key, which anyone can then know."""
-    seed = os.environ.get("PYTHONHASHSEED")
-    return bool(sys.flags.hash_randomization) and (
-        bool(sys.flags.ignore_environment) or seed is None or seed in ("", "random"))
-
-
-def name_digest(wm: dict[str, str]) -> dict[str, list[int]] | None:
-    """file -> [how many names the weight_map gives it, the sum of those names' hash()], or None
-    when the hash key is not secret. Worked out by the child that parses the index, which shares
-    this process's key (a fork): --verify compares it with the same sums over each shard's header
-    names (agree.digest_agrees) instead of parsing the weight_map and looking up ~100k names.
-    Under a secret key, an index naming other tensors for a shard than its header gives the same
-    count and sum with probability ~2^-64, which no file can raise without knowing the key."""
-    if not hash_key_secret():
-        return None
-    out: dict[str, list[int]] = {f: [n, 0] for f, n in Counter(wm.values()).items()}
-    for name, file in wm.items():
-        out[file][1] += hash(name)
-    return out
-
-
-def _is_digest(digest: Any) -> bool:
-    return digest is None or isinstance(digest, dict) and all(
-        isinstance(v, list) and len(v) == 2 and all(type(x) is int for x in v) for v in digest.values())
-
-
-class _Now:
-    """A call made at once, kept as a future's result() is: a local store reads in this thread."""
-
-    def __init__(self, fn: Callable[..., Any], *args: Any):
-        try:
-            self._value, self._error = fn(*args), None
-        except Exception as exc:  # raised where the result is asked for, as from a future
-            self._value, self._error = None, exc
-
-    def result(self) -> Any:
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-
-def open_checkpoint(
-    path: str | Path,
-    *,
-    config: str | Path | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    index_digest: bool = False,
-) -> Checkpoint:
-    """A local checkpoint, or a hub repository (hf://org/name..., or a bare org/name
-    where no local path of that name exists): the same steps for every store. index_digest:
-    where a child parses the index, it also leaves the digest --verify compares (name_digest)."""
-    text = str(path)
-    store, kind, entry, label = open_store(text)
-    index, unsafe, missing, partial = None, [], [], []
-    shards: list[Shard] | None = None
-    if kind == "file":
-        names: list[tuple[str, bool]] = [(entry, False)]  # type: ignore[list-item]
-        if entry.endswith(".gguf"):  # with the rest of its split set
-            from hccli.checkpoint.gguf_store import gguf_parts
-
-            found, missing = gguf_parts(store.files(), entry, one_line(label), store)
-            names = [(f, False) for f in found]
-    else:
-        # the index and config.json are two round trips on a hub: let them overlap
-        run: Callable[..., Any] = _Now
-        if store.workers > 1:
-            # here: with logging, ~7 ms of imports that a local store never needs
-            from concurrent.futures import ThreadPoolExecutor
-
-            pool = ThreadPoolExecutor(2)
-            run = pool.submit
-        idx_future = run(read_index_bytes, store, entry, kind == "index")
-        cfg_future = run(store.read_small, "config.json", CONFIG_CAP, "a model config.json") \
-            if config is None else None
-        if run is not _Now:
-            pool.shutdown(wait=True)
-        raw = idx_future.result()
-        listing = store.files()
-        others = sorted(f for f in listing if f.endswith(".safetensors") and "/" not in f)
-        pre: dict[str, Shard] = {}
-        if raw is not None:
-            index, pre = _index_beside(raw, store, entry, others, progress, index_digest)  # type: ignore[arg-type]
-            if index is None:
-                index = parse_index(raw, store.display(entry), others)  # type: ignore[arg-type]
-        partial = sorted(f for f in listing if f.endswith(".partial"))
-        gguf = None
-        if index is None and not others and any(f.endswith(".gguf") for f in listing):
-            from hccli.checkpoint import gguf_store as gguf  # its import only where a GGUF may be
-        if gguf is not None and gguf.holds_gguf(listing):
-            gguf_parts = gguf.gguf_parts
-
-            found, missing = gguf_parts(listing, None, one_line(label), store)
-            names = [(f, False) for f in found]
-        else:
-            names, unsafe, missing = _plan(index, store.exists, others, one_line(label))
-            if pre and all(name in pre for name, _ in names):  # read while the index was parsed
-                shards = [pre[name] if indexed else replace(pre[name], indexed=False) for name, indexed in names]
-    if shards is None:
-        shards = _read_headers(store, names, progress)
-    _finish(one_line(label), shards, unsafe, missing)
-
-    if config is not None:
-        (cfg, cfg_data), cfg_note = load_config_data(config), None
-    else:
-        def read() -> bytes | None:
-            if kind != "file":
-                return cfg_future.result()
-            return store.read_small("config.json", CONFIG_CAP, "a model config.json") \
-                if store.exists("config.json") else None
-        cfg, cfg_note, cfg_data = read_checkpoint_config(read, store.display("config.json"))
-    root = Path(store.label)
-    return Checkpoint(Path(label), root, kind, index, shards, cfg, cfg_note, unsafe, missing, store, label, partial,
-                      cfg_data)

@@ -1,24 +1,20 @@
-"""Where a checkpoint's files live: one protocol for a local directory and a hub repository.
-
-Everything above this module (the shard set, verification, HC values, inspect) asks a
-store the same few things: which files there are, the bytes of a range of one, a small
-file whole (with a cap), a name to show, and how many reads may run at once. A single
-file or a GGUF fits the same protocol (a store of one file); no caller asks "is it remote?".
-"""
+"""Where a checkpoint's files live: the local store, and the store for what the user named (a
+local path, or a hub repository: remote.py). The protocol both follow is store_protocol.py."""
 
 from __future__ import annotations
 
 import json
 import os
-from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
-from hccli.checkpoint.header import Header, read_header
-from hccli.checkpoint.source import ByteSource, LocalFile, SourceError, one_line, read_small_file
-from hccli.errors import HcError
+from hccli.bounded import SourceError, one_line, read_small_file
+from hccli.checkpoint.source import ByteSource, LocalFile
+from hccli.checkpoint.store_protocol import Store
 from hccli.config_keys import HUB_KEYS
+from hccli.errors import HcError
 from hccli.config_read import MAX_CONFIG_BYTES
+from hccli.errors import HcError
 from hccli.vocab import INDEX_NAME
 
 # Files read whole: the index of the largest public checkpoints is ~10 MB, a config ~10 KB.
@@ -27,44 +23,6 @@ CONFIG_CAP = MAX_CONFIG_BYTES
 # A listing or an index naming more shard files than this is refused (the largest public
 # checkpoints have a few hundred; huggingface.js's shard names allow five digits of them).
 MAX_SHARDS = 4096
-
-
-class Store(ABC):
-    """The files of one checkpoint, wherever they are."""
-
-    label: str  # what messages call the whole store
-    workers: int = 1  # how many reads may usefully run at once (latency-bound stores: many)
-    bulk_reads_cheap: bool = True  # False where reading MBs of tensor data costs a transfer
-    hub: Any = None  # what the report shows of a hub repository (endpoint, commit, transfer)
-
-    @abstractmethod
-    def files(self) -> list[str]:
-        """Every file name, relative to the store's root ("a/b" for subfolders)."""
-
-    @abstractmethod
-    def exists(self, name: str) -> bool:
-        """Whether a file of that name is there (of any kind: opening it says what is wrong)."""
-
-    @abstractmethod
-    def source(self, name: str, size: int | None = None) -> ByteSource:
-        """Exact byte ranges of one file (size, when known, saves a probe)."""
-
-    @abstractmethod
-    def read_small(self, name: str, cap: int, expected: str) -> bytes | None:
-        """One file read whole, at most `cap` bytes; None when there is no such file."""
-
-    @abstractmethod
-    def display(self, name: str) -> str:
-        """What messages call one file."""
-
-    def header(self, name: str) -> Header:
-        """One safetensors (or GGUF) file's header (never its data)."""
-        with self.source(name) as src:
-            if name.endswith(".gguf"):
-                from hccli.checkpoint.gguf_store import read_gguf_header
-
-                return read_gguf_header(src)
-            return read_header(src)
 
 
 class LocalStore(Store):

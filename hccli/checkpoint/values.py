@@ -4,18 +4,22 @@ Only the tensor's own bytes are read (one `source.read`, or bounded chunks of th
 `iter_tensor_chunks` when the tensor may be too large to hold). Native dtypes come back as
 read-only numpy views of those bytes; BF16 and the 8-bit floats are widened to float32
 exactly (BF16 by a 16-bit shift, FP8 through a 256-entry table). Returned arrays are
-read-only either way; `.copy()` one to write into it.
+read-only either way; `.copy()` one to write into it. numpy is imported where values are
+decoded: the NaN/Inf count of float32 bytes (`count_nonfinite_f32`) needs none.
 """
 
 from __future__ import annotations
 
-import numpy as np
+from functools import cache
+from typing import TYPE_CHECKING, Iterator
 
-from typing import Iterator
-
-from hccli.checkpoint.header import DTYPES, Header, TensorInfo, quote
-from hccli.checkpoint.source import ByteSource, one_line
+from hccli.bounded import one_line
+from hccli.checkpoint.header_types import DTYPES, Header, TensorInfo, quote
+from hccli.checkpoint.source import ByteSource
 from hccli.errors import HcError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Stored little-endian, as the safetensors format says.
 _NATIVE: dict[str, str] = {
@@ -47,6 +51,8 @@ class TensorReadError(HcError):
 def _minifloat_table(exp_bits: int, man_bits: int, bias: int, *, ieee_specials: bool,
                      nan_is_all_ones: bool, fnuz: bool) -> np.ndarray:
     """float32 value of every byte of a sign/exponent/mantissa 8-bit float."""
+    import numpy as np
+
     out = np.empty(256, dtype=np.float32)
     top = (1 << exp_bits) - 1
     for byte in range(256):
@@ -70,21 +76,27 @@ def _minifloat_table(exp_bits: int, man_bits: int, bias: int, *, ieee_specials: 
 
 def _e8m0_table() -> np.ndarray:
     # OCP MX scale: unsigned power of two 2^(b-127); 0xFF is NaN. 2^-127 is a float32 subnormal.
+    import numpy as np
+
     out = np.array([2.0 ** (b - 127) for b in range(255)] + [float("nan")], dtype=np.float32)
     out.flags.writeable = False
     return out
 
 
-_TABLES: dict[str, np.ndarray] = {
-    "F8_E4M3": _minifloat_table(4, 3, 7, ieee_specials=False, nan_is_all_ones=True, fnuz=False),
-    "F8_E5M2": _minifloat_table(5, 2, 15, ieee_specials=True, nan_is_all_ones=False, fnuz=False),
-    "F8_E4M3FNUZ": _minifloat_table(4, 3, 8, ieee_specials=False, nan_is_all_ones=False, fnuz=True),
-    "F8_E5M2FNUZ": _minifloat_table(5, 2, 16, ieee_specials=False, nan_is_all_ones=False, fnuz=True),
-    "F8_E8M0": _e8m0_table(),
-}
+@cache
+def _tables() -> dict[str, np.ndarray]:
+    return {
+        "F8_E4M3": _minifloat_table(4, 3, 7, ieee_specials=False, nan_is_all_ones=True, fnuz=False),
+        "F8_E5M2": _minifloat_table(5, 2, 15, ieee_specials=True, nan_is_all_ones=False, fnuz=False),
+        "F8_E4M3FNUZ": _minifloat_table(4, 3, 8, ieee_specials=False, nan_is_all_ones=False, fnuz=True),
+        "F8_E5M2FNUZ": _minifloat_table(5, 2, 16, ieee_specials=False, nan_is_all_ones=False, fnuz=True),
+        "F8_E8M0": _e8m0_table(),
+    }
+
 
 # Dtypes read_tensor can return values for; F4 and F6 stay raw bytes (read_tensor_bytes).
-READABLE_DTYPES: tuple[str, ...] = tuple(_NATIVE) + ("BF16",) + tuple(_TABLES)
+READABLE_DTYPES: tuple[str, ...] = tuple(_NATIVE) + ("BF16", "F8_E4M3", "F8_E5M2", "F8_E4M3FNUZ", "F8_E5M2FNUZ",
+                                                    "F8_E8M0")
 
 
 def _lookup(header: Header, name: str) -> TensorInfo:
@@ -118,13 +130,15 @@ def _readable(header: Header, name: str) -> TensorInfo:
 
 
 def _decode(raw: bytes, dtype: str) -> np.ndarray:
+    import numpy as np
+
     if dtype in _NATIVE:
         return np.frombuffer(raw, dtype=np.dtype(_NATIVE[dtype]))
     if dtype == "BF16":
         # BF16 is the top half of a float32: widening by a shift is exact, NaN payloads included.
         bits = np.frombuffer(raw, dtype="<u2").astype(np.uint32) << 16
         return bits.view(np.float32)
-    return _TABLES[dtype][np.frombuffer(raw, dtype=np.uint8)]
+    return _tables()[dtype][np.frombuffer(raw, dtype=np.uint8)]
 
 
 def read_tensor_bytes(source: ByteSource, header: Header, name: str) -> bytes:
@@ -162,3 +176,19 @@ def iter_tensor_chunks(source: ByteSource, header: Header, name: str, chunk_byte
         values = _decode(raw, info.dtype)
         values.flags.writeable = False
         yield values
+
+
+# A float32 is NaN or Inf when its 8 exponent bits are all ones: the high byte (little-endian)
+# holds the sign and 7 of them, the byte below it the eighth in its top bit.
+_EXP_HIGH7 = bytes(1 if b & 0x7F == 0x7F else 0 for b in range(256))
+_EXP_LOW1 = bytes(1 if b & 0x80 else 0 for b in range(256))
+
+
+def count_nonfinite_f32(raw: bytes) -> int:
+    """NaN and Inf values among little-endian float32 values, by C-level passes over the bytes
+    (no numpy): a value can be one only where its high byte has the 7 exponent bits set, which
+    no value of magnitude below 2^127 has, so the usual tensor is one look at those bytes."""
+    high = raw[3::4].translate(_EXP_HIGH7)
+    if 1 not in high:
+        return 0
+    return (int.from_bytes(high, "little") & int.from_bytes(raw[2::4].translate(_EXP_LOW1), "little")).bit_count()

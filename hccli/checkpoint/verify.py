@@ -15,20 +15,18 @@ from pathlib import PurePosixPath
 from typing import Any, NamedTuple
 
 from hccli import dialects as D
+from hccli.bounded import one_line
 from hccli.checkpoint import agree
 from hccli.checkpoint.findings import CODES, MAX_FINDINGS_PER_CODE, Finding, capped, each, finding, more  # noqa: F401
 from hccli.checkpoint.hc import (
     MAX_MIX_BYTES,
     count_nonfinite,
-    dialect_of,
-    find_hc,
     gguf_model,
     is_gguf,
     second_spellings,
 )
-from hccli.checkpoint.header import DTYPES
+from hccli.checkpoint.header_types import DTYPES
 from hccli.checkpoint.shardset import Checkpoint
-from hccli.checkpoint.source import one_line
 from hccli.errors import HcError
 from hccli.vocab import HC_PARTS, MAX_HC_MULT, hc_from_mix_width
 
@@ -38,21 +36,11 @@ _SIGNATURE = attrgetter("dtype", "shape")  # equal for every tensor: no wrong sh
 # fn bytes one verify reads at most: V4-Pro's projections are ~340 MB in all; past this a
 # header would make verify read for minutes (a sparse file costs no disk for its claim).
 FN_READ_BUDGET = 2 << 30
-def verify(ckpt: Checkpoint, *, check_values: bool = True, hc: _HcCheck | None = None) -> list[Finding]:
-    """hc: the HC checks started earlier by start_hc_check (their value scan then runs beside
-    whatever the caller did in between too)."""
-    if hc is None:
-        hc = _HcCheck(ckpt, check_values)  # its value scan runs while the rest is checked
-    try:
-        return capped(_verify(ckpt, hc))
-    finally:
-        hc.close()
 
 
-def start_hc_check(ckpt: Checkpoint, sites: list | None = None) -> _HcCheck:
-    """The HC checks of verify(), begun now: the NaN/Inf scan of the values starts at once (in a
-    forked child where it pays). Hand it to verify(hc=...), or close() it."""
-    return _HcCheck(ckpt, True, sites)
+def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
+    """Every finding, at most MAX_FINDINGS_PER_CODE of a code (findings.capped)."""
+    return capped(_verify(ckpt, _HcCheck(ckpt, check_values)))
 
 
 def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
@@ -70,9 +58,9 @@ def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
         out.append(finding("partial_file", f"'{name}' is a .partial file (an interrupted download or write?); "
                            "the checkpoint may be incomplete"))
     idx = ckpt.index
-    if idx is not None and (agree.digest_agrees(ckpt, idx) or agree.index_agrees(ckpt, idx.weight_map)):
+    if idx is not None and agree.index_agrees(ckpt, idx.weight_map):
         occ: Any = None  # no duplicate and nothing the index misplaces: no table of names to build
-    elif ckpt.names_unique():  # no duplicates to list: the merged table says where each name is
+    elif ckpt.unique:  # no duplicates to list: the merged table says where each name is
         occ = _Single(ckpt.tensors())
     else:
         occ = ckpt.occurrences()
@@ -104,11 +92,7 @@ def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
     if ckpt.config_note is not None:
         later.append(finding("config_unreadable", ckpt.config_note.line))
     if ckpt.config is not None:
-        later += _verify_inventory(ckpt)
-        if dialect_of(ckpt).dialect == D.RELEASE:  # where a derived layout puts tensors is its own business
-            from hccli.checkpoint.placement import placement_findings
-
-            later += placement_findings(ckpt)
+        later += _config_findings(ckpt)
     return out + hc.findings() + later
 
 
@@ -153,15 +137,12 @@ def _norm(name: str) -> str:
 
 
 class _HcCheck:
-    """The HC checks: shapes and dtypes at once, values (NaN/Inf) read by a scan that starts at
-    once and, for the 169 MB of V4.1-Flash's fn projections, runs beside the rest of verify in a
-    forked child where it can (beside.py); findings() gives them in site order."""
+    """The HC checks: shapes and dtypes, and the values (NaN/Inf) read by a scan; findings() gives
+    them in site order."""
 
-    def __init__(self, ckpt: Checkpoint, check_values: bool, sites: list | None = None):
-        from hccli.checkpoint.beside import Beside
-
+    def __init__(self, ckpt: Checkpoint, check_values: bool):
         self.ckpt = ckpt
-        self.sites = find_hc(ckpt) if sites is None else sites
+        self.sites = ckpt.hc_sites
         self.items: list[Finding | int] = []  # a finding, or the index of a value job
         self.jobs: list[tuple[Any, str]] = []
         # what the shapes are held to: the config's hc_mult, else a GGUF metadata's count and width
@@ -171,10 +152,10 @@ class _HcCheck:
             _Want(meta.hc_mult, meta.dim, f"the GGUF metadata's {meta.key('hc_mult')} says",
                   f"{meta.key('dim')} {meta.dim}")
         # producers whose HC tensors may be stored below F32 on purpose: said as GGUF's are
-        low_precision = dialect_of(ckpt).dialect in (D.MLX_LM, D.COMPRESSED_TENSORS)
+        low_precision = ckpt.dialect.dialect in (D.MLX_LM, D.COMPRESSED_TENSORS)
         fn_budget = FN_READ_BUDGET
         # where reads cost a transfer the fn projections (2 MB a site, 169 MB for V4.1-Flash) are not fetched
-        cheap = ckpt.store is None or ckpt.store.bulk_reads_cheap
+        cheap = ckpt.store.bulk_reads_cheap
         out = self.items
         for s in self.sites:
             missing = [p for p in HC_PARTS if p not in s.parts]
@@ -204,9 +185,6 @@ class _HcCheck:
                     fn_budget -= nbytes
                 out.append(len(self.jobs))
                 self.jobs.append((s, part))
-        nbytes = sum(s.parts[part][1].nbytes for s, part in self.jobs)
-        # a generous wait: 20 MB/s from a slow disk, then it is read here instead
-        self.scan = Beside(self._scan, nbytes=nbytes, timeout_s=30 + nbytes / 20e6)
 
     def _scan(self) -> list[list]:
         """[NaN/Inf count, None] or [None, why it was not read] for each job."""
@@ -219,7 +197,7 @@ class _HcCheck:
         return out
 
     def findings(self) -> list[Finding]:
-        counts = self.scan.result() if self.jobs else []
+        counts = self._scan()
         out: list[Finding] = []
         for item in self.items:
             if isinstance(item, Finding):
@@ -231,9 +209,6 @@ class _HcCheck:
             elif bad:
                 out.append(finding("hc_nonfinite", f"'{s.stored_name(part)}' holds {bad} NaN/Inf values"))
         return out + _gguf_findings(self.ckpt, self.sites)
-
-    def close(self) -> None:
-        self.scan.close()
 
 
 def _dtype_finding(canonical: str, info, low_precision: bool) -> Finding:
@@ -306,33 +281,48 @@ def _hc_shape_problem(site: str, shapes: dict[str, tuple[int, ...]], want: _Want
     return None
 
 
-def _verify_inventory(ckpt: Checkpoint) -> list[Finding]:
-    """The config's inventory against the headers, by canonical name, under the rules of
-    the checkpoint's layout (reconcile.py)."""
+def _config_findings(ckpt: Checkpoint) -> list[Finding]:
+    """The config's inventory against the headers, by canonical name, under the rules of the
+    checkpoint's layout (reconcile.py); for the release layout, also where the tensors lie
+    (placement.py)."""
     from hccli.checkpoint import reconcile as R
     from hccli.inventory import build_inventory
 
     cfg = ckpt.config
     assert cfg is not None
-    dialect = dialect_of(ckpt).dialect
+    dialect = ckpt.dialect.dialect
     from hccli.checkpoint import producers  # mlx-lm, compressed-tensors; what transformers leaves out
 
+    inventory = build_inventory(cfg)
     if dialect in producers.PACKING:
         return [finding(code, msg) if sure or CODES[code][0] == "info" else
                 Finding(code, "warning", one_line(msg + " (inventory best effort for this family)", 400))
-                for code, msg, sure in producers.findings(ckpt, build_inventory(cfg), dialect)]
-    left_out = [finding("dropped_by_producer", m) for m in producers.drop_messages(build_inventory(cfg), dialect, cfg)
+                for code, msg, sure in producers.findings(ckpt, inventory, dialect)]
+    left_out = [finding("dropped_by_producer", m) for m in producers.drop_messages(inventory, dialect, cfg)
                 ] if dialect == D.TRANSFORMERS_SAVED else []
     if dialect not in R.RECONCILED:
         return []
-    inventory = build_inventory(cfg)
-    if dialect == D.RELEASE and agree.inventory_agrees(ckpt, inventory.columns):
-        return []  # the release's names: its inventory as it stands, and the shards agree with it
+    if dialect != D.RELEASE:
+        return left_out + _inventory_findings(ckpt, inventory, dialect)
+    from hccli.checkpoint.placement import placement_findings
+
+    # the release's names: its inventory as it stands; where the shards agree with it, the
+    # placement check starts from the same positions
+    at = agree.positions(ckpt, inventory.columns)
+    found = [] if at is not None else _inventory_findings(ckpt, inventory, dialect)
+    return found + placement_findings(ckpt, inventory, at)
+
+
+def _inventory_findings(ckpt: Checkpoint, inventory: Any, dialect: str) -> list[Finding]:
+    from hccli.checkpoint import producers
+    from hccli.checkpoint import reconcile as R
+
     stored = ckpt.tensors()
     inv = R.expected_layout(inventory, dialect, R.model_dtype(stored, dialect))
     all_exact = all(map(_EXACT, inv.values()))
     have, unmapped = R.canonical_tensors(stored, dialect)
     out: list[Finding] = []
+    left_out: list[Finding] = []  # buffers a save leaves out: dropped_by_producer, listed first
 
     def shown(n: str) -> str:
         return n if have[n][1].name == n else f"{have[n][1].name}' ('{n}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from hccli import dialects as D
-from hccli.checkpoint.source import one_line
+from hccli.bounded import one_line
 from hccli.vocab import HcName
 
 

@@ -166,7 +166,7 @@ def register(names=None) -> typer.Typer:
 
 
 # Commands whose successful runs end without interpreter teardown (see _end): they hold no
-# resources that only a finaliser releases, and their readers' ~100k objects take ~80 ms to free.
+# resources that only a finaliser releases, and freeing their readers' ~100k objects takes a while.
 _QUICK_EXIT = frozenset({"inspect", "count-params"})
 # OpenBLAS starts a spinning thread per core when numpy is imported; inspect's few 4x4 matrices
 # need none, nor run-site's projections of a few tokens (threads fighting for busy cores made

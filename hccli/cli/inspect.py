@@ -75,10 +75,10 @@ def inspect_cmd(
     from hccli.cli.output import config_warning, emit_json, note, progress_bar, safe, show
     from hccli.inspect_report import build_inspect
 
-    with progress_bar("reading headers", enabled=not json_out, thread=False) as tick:
+    with progress_bar("reading headers", enabled=not json_out) as tick:
         report = build_inspect(
             path, config=config, name_glob=name, dtype=dtype, list_tensors=tensors,
-            layers=layer, hc_layers=hc_layer, run_verify=verify, progress=tick, tree=not json_out,
+            layers=layer, hc_layers=hc_layer, run_verify=verify, progress=tick,
         )
     config_warning(report.ckpt.config_note)
     unreadable = [s for s in report.ckpt.shards if s.header is None]

@@ -17,7 +17,7 @@ def _layers(flag: str):
 
 
 def parse_dtype(spec: str) -> str:
-    from hccli.checkpoint.header import DTYPES  # at parse time: the registry of all commands stays light
+    from hccli.checkpoint.header_types import DTYPES  # at parse time: the registry of all commands stays light
 
     dtype = spec.strip().upper()
     if dtype not in DTYPES:

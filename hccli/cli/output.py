@@ -74,38 +74,10 @@ def _writing_stdout() -> Iterator[None]:
 
 def emit_json(obj: Any) -> None:
     """Write one JSON document to stdout (no rich markup, no wrapping)."""
-    text = json_text(to_jsonable(obj)) + "\n"
+    text = json.dumps(to_jsonable(obj), indent=2, allow_nan=False) + "\n"
     with _writing_stdout():
         sys.stdout.write(text)
         sys.stdout.flush()
-
-
-# Where msgspec's text may differ from json.dumps': a float in exponent form (json writes 1e+16 and
-# 1e-05, msgspec 1e16 and 0.00001), found as a digit before "e" or "E" (every digit read as 0 for
-# the search) or as "0.0000" (a string or a number like 10.00001 that holds them too only costs the
-# slower path), or a string holding DEL or non-ASCII (json escapes them).
-_DIGITS_AS_0 = bytes.maketrans(b"123456789", b"000000000")
-
-
-def _as_json_dumps(raw: bytes) -> bool:
-    if not raw.isascii() or b"\x7f" in raw:
-        return False
-    zeros = raw.translate(_DIGITS_AS_0)
-    return b"0e" not in zeros and b"0E" not in zeros and b"0.0000" not in raw
-
-
-def json_text(value: Any) -> str:
-    """json.dumps(value, indent=2, allow_nan=False) for a to_jsonable value (no NaN, no Infinity),
-    by msgspec's C encoder when it is loaded and its text is sure to be the same (~10x faster for
-    inspect's ~250 KB of HC values): else by json itself."""
-    msgspec = sys.modules.get("msgspec")  # when the headers' reader loaded it: not imported for this alone
-    try:
-        raw = None if msgspec is None else msgspec.json.format(msgspec.json.encode(value), indent=2)
-    except (TypeError, ValueError, OverflowError):  # an int past 64 bits, ...
-        raw = None
-    if raw is None or not _as_json_dumps(raw):
-        return json.dumps(value, indent=2, allow_nan=False)
-    return raw.decode("ascii")
 
 
 def unclipped(r: Any) -> Any:
@@ -169,14 +141,13 @@ class _NoProgress:
 
 
 @contextmanager
-def progress_bar(description: str, enabled: bool = True, *, thread: bool = True,
-                 in_bytes: bool = False) -> Iterator[Callable[..., None]]:
+def progress_bar(description: str, enabled: bool = True, *, in_bytes: bool = False
+                 ) -> Iterator[Callable[..., None]]:
     """A transient progress bar on stderr; yields tick(done, total, what="").
 
-    Shown only on a terminal, so that pipes and tests see clean output. thread=False: redrawn at
-    each tick instead of by a refresh thread, so that the work inside may fork (checkpoint/beside.py
-    forks only in a process of one thread). in_bytes: done and total are bytes, shown as such with
-    the time left (work of very unequal items, where a count of them would say little)."""
+    Shown only on a terminal, so that pipes and tests see clean output. in_bytes: done and total
+    are bytes, shown as such with the time left (work of very unequal items, where a count of
+    them would say little)."""
     if not enabled or not err_console().is_terminal:
         yield _NoProgress()
         return
@@ -185,13 +156,11 @@ def progress_bar(description: str, enabled: bool = True, *, thread: bool = True,
 
     columns = [TextColumn("{task.description}"), BarColumn(), DownloadColumn() if in_bytes else MofNCompleteColumn(),
                TimeElapsedColumn(), *([TimeRemainingColumn()] if in_bytes else [])]
-    with Progress(*columns, console=err_console(), transient=True, auto_refresh=thread) as prog:
+    with Progress(*columns, console=err_console(), transient=True) as prog:
         task = prog.add_task(description, total=None)
 
         def tick(done: int, total: int, what: str = "") -> None:
             prog.update(task, completed=done, total=total,
                         description=f"{description} {what}".rstrip())
-            if not thread:
-                prog.refresh()
 
         yield tick

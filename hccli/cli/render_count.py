@@ -68,7 +68,7 @@ NUMBER = {"no_wrap": True, "overflow": "fold", "justify": "right"}
 
 
 def _table(title: str, *columns: tuple[str, dict[str, Any]]) -> Table:
-    from rich.table import Table  # here: --json starts without rich's tables (~6 ms)
+    from rich.table import Table  # here: --json starts without rich's tables
 
     t = Table(title=markup(title, "table.title"), title_justify="left", show_edge=False)
     for name, kind in columns:

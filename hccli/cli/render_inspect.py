@@ -4,14 +4,13 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from rich.segment import Segment
-from rich.style import Style
 from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from hccli.cli.output import markup, plain, safe, unclipped
-from hccli.inspect_report import HcSplitEntry, InspectReport
+from hccli.cli.output import markup, plain, safe
+from hccli.inspect_hc import HcSplitEntry
+from hccli.inspect_report import InspectReport
 
 # findings of one code shown to people; --json has them all
 FINDINGS_SHOWN_PER_CODE = 20
@@ -72,62 +71,15 @@ def _components(table: Any) -> Iterator[Any]:
         yield Text(safe(f"not filed under a component: {len(table.unmapped)}+ tensors (first: {table.unmapped[0]})"))
 
 
-class _Tree:
-    """A root and two levels drawn exactly as rich's Tree draws them, line by line, when
-    every line fits the width (always on a pipe). rich's own pass lays out every node as a
-    wrappable block (~25 ms for the ~400 nodes of a full checkpoint); anything else that
-    changes the drawing (a line to wrap, ASCII guides, a styled theme) goes to rich."""
-
-    def __init__(self, root: str, nodes: list[tuple[str, list[str]]]) -> None:
-        self.root, self.nodes = root, nodes
-
-    def tree(self) -> Tree:
-        t = Tree(self.root)
-        for label, children in self.nodes:
-            branch = t.add(label)
-            for child in children:
-                branch.add(child)
-        return t
-
-    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-        plain = not (options.ascii_only or options.legacy_windows or console.get_style("tree")
-                     or console.get_style("tree.line"))
-        if plain:
-            lines = []
-            render = console.render_str
-            root = render(self.root, highlight=False)
-            last_node = len(self.nodes) - 1
-            for i, (label, children) in enumerate(self.nodes):
-                lines.append((("└── " if i == last_node else "├── ",), render(label, highlight=False)))
-                stem = "    " if i == last_node else "│   "
-                last_child = len(children) - 1
-                lines.extend(((stem, "└── " if j == last_child else "├── "), render(child, highlight=False))
-                             for j, child in enumerate(children))
-            # each guide is 4 cells; a label wider than the rest of the line would wrap, and one of
-            # two lines (safe() leaves none) would need a guide on its second
-            plain = not any(4 * len(guides) + text.cell_len > options.max_width or "\n" in text.plain
-                            for guides, text in [((), root), *lines])
-        if not plain:
-            yield self.tree()
-            return
-        new_line = Segment.line()
-        # rich's Tree ends each guide with this style (no bold, no double underline) too
-        guide = Style(bold=False, underline2=False)
-        yield from root.render(console, end="")
-        yield new_line
-        for guides, text in lines:
-            for g in guides:  # one segment per level, as rich yields them
-                yield Segment(g, guide)
-            yield from text.render(console, end="")
-            yield new_line
-
-
 def _tree(r: InspectReport) -> Iterator[Any]:
-    nodes = [(f"{safe(node.label)}  [dim]{safe(node.detail)}[/]",
-              [f"{safe(child.label)}  [dim]{safe(child.detail)}[/]" for child in node.children])
-             for node in r.tree()]
+    # labels as Text: no markup to parse or escape (a name stays as written)
+    t = Tree(Text.assemble(("tensors", "bold"), " (repeated layers collapsed)"))
+    for node in r.tree():
+        branch = t.add(Text.assemble(plain(node.label) + "  ", (plain(node.detail), "dim")))
+        for child in node.children:
+            branch.add(Text.assemble(plain(child.label) + "  ", (plain(child.detail), "dim")))
     yield Text("")
-    yield _Tree("[bold]tensors[/] (repeated layers collapsed)", nodes)
+    yield t
 
 
 def _rows(r: InspectReport, limit: int, filters: str) -> Iterator[Any]:
@@ -143,66 +95,19 @@ def _rows(r: InspectReport, limit: int, filters: str) -> Iterator[Any]:
         yield Text(f"... {len(rows) - limit:,} more (--limit N, or --json for all)")
 
 
-class _Grid:
-    """A table of one-line plain cells, left-justified, drawn exactly as rich's Table draws it with
-    show_edge=False (its title above, the heavy head box), line by line, when it fits the width.
-    rich's own pass measures, wraps and aligns every cell (~20 ms for the ~90 rows of a full
-    checkpoint's HC table); anything else (a row to wrap, ASCII boxes, a cell that is not plain
-    ASCII) goes to rich."""
-
-    def __init__(self, title: str, headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
-        self.title, self.headers, self.rows = title, headers, rows
-
-    def table(self) -> Table:
-        t = Table(title=self.title, title_justify="left", show_edge=False)
-        for col in self.headers:
-            t.add_column(col)
-        for row in self.rows:
-            t.add_row(*map(Text, row))  # Text: no markup or emoji codes to parse (a name stays as written)
-        return unclipped(t)
-
-    def __rich_console__(self, console: Any, options: Any) -> Iterator[Any]:
-        cells = [self.headers, *self.rows]
-        widths = [max(map(len, column)) + 2 for column in zip(*cells)]  # 1 of padding a side
-        table_width = sum(widths) + len(widths) - 1
-        if (options.ascii_only or options.legacy_windows or table_width > options.max_width
-                or not all(c.isascii() and c.isprintable() for row in cells for c in row)):
-            yield self.table()
-            return
-        # as Table.__rich_console__ and Table._render lay out this case
-        render_options = options.update(width=table_width, highlight=False, height=None)
-        title = console.render_str(self.title, style=Style.pick_first(None, "table.title"), highlight=False)
-        yield from console.render(title, options=render_options.update(justify="left"))
-        head_style = console.get_style("table.header")
-        border = console.get_style("")
-        body_style = console.get_style("") + console.get_style(Style.null())
-        new_line = Segment.line()
-        for first, row in ((True, self.headers), *((False, row) for row in self.rows)):
-            style = head_style if first else body_style
-            pad = Segment(" ", style)
-            bar = Segment("┃" if first else "│", border)
-            for i, (cell, width) in enumerate(zip(row, widths)):
-                if i:
-                    yield bar
-                yield pad
-                yield Segment(cell.ljust(width - 2), head_style if first else None)
-                yield pad
-            yield new_line
-            if first:
-                yield Segment("╇".join("━" * w for w in widths), border)
-                yield new_line
-
-
 def _hc_table(r: InspectReport) -> Iterator[Any]:
-    rows = []
+    t = Table(title="Hyper-connections (--hc-layer L for the full split; --json for every value)",
+              title_justify="left", show_edge=False)
+    for col in ("layer", "site", "scale", "comb diagonal, base alone"):
+        t.add_column(col)
     for e in r.hc:
         diag = (" ".join(f"{e.comb_from_base[j][j]:.3f}" for j in range(e.hc))
                 if isinstance(e, HcSplitEntry) else "-")
         label = str(e.layer) if e.name == f"layers.{e.layer}" else f"{e.layer} {plain(e.name)}"
-        rows.append((label, e.site, " ".join(f"{x:.3g}" for x in e.scale), diag))
+        # Text: no markup or emoji codes to parse (a name stays as written)
+        t.add_row(Text(label), Text(e.site), Text(" ".join(f"{x:.3g}" for x in e.scale)), Text(diag))
     yield Text("")
-    yield _Grid("Hyper-connections (--hc-layer L for the full split; --json for every value)",
-                ("layer", "site", "scale", "comb diagonal, base alone"), rows)
+    yield t
 
 
 def _matrix(title: str, rows: list[list[float]], fmt: str, sums: bool) -> Table:

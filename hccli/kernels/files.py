@@ -12,15 +12,14 @@ capped in size, nesting and digits.
 
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
 
 import numpy as np
 
-from hccli.checkpoint.source import regular_file_size
+from hccli.bounded import read_json, read_small_file, regular_file_size
 from hccli.errors import HcError
-from hccli.kernels.limits import MAX_ELEMENTS, MAX_JSON_BYTES, MAX_JSON_DEPTH, MAX_JSON_DIGITS
+from hccli.kernels.limits import MAX_ELEMENTS, MAX_JSON_BYTES, MAX_JSON_DIGITS
 
 FLOAT_DTYPES = ("F16", "BF16", "F32", "F64")
 
@@ -113,52 +112,22 @@ def _read_npy(path: Path, size: int) -> np.ndarray:
     return data.reshape(shape, order=order)
 
 
-def _depth_ok(text: str, limit: int) -> bool:
-    # brackets outside strings; a quick bound before the recursive decoder sees the text
-    depth = 0
-    in_str = esc = False
-    for ch in text:
-        if in_str:
-            if esc:
-                esc = False
-            elif ch == "\\":
-                esc = True
-            elif ch == '"':
-                in_str = False
-        elif ch == '"':
-            in_str = True
-        elif ch in "[{":
-            depth += 1
-            if depth > limit:
-                return False
-        elif ch in "]}":
-            depth -= 1
-    return True
-
-
 def _read_json(path: Path, size: int) -> np.ndarray:
     if size > MAX_JSON_BYTES:
         raise HcError(f"{path}: {size:,} bytes of JSON; hc reads at most {MAX_JSON_BYTES:,} "
                       "(use .npy or .safetensors for more)")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise HcError(f"{path}: not valid JSON (not UTF-8 at byte {exc.start})") from None
-    if not _depth_ok(text, MAX_JSON_DEPTH):
-        raise HcError(f"{path}: JSON nested deeper than {MAX_JSON_DEPTH} levels; expected nested lists of numbers "
-                      "[..., (2+hc)*hc]")
 
     def number(s: str) -> float:
         if len(s) > MAX_JSON_DIGITS:
             raise HcError(f"{path}: a number of {len(s):,} characters; expected at most {MAX_JSON_DIGITS}")
         return float(s)
 
-    try:
-        data = json.loads(text, parse_int=number, parse_float=number)
-    except json.JSONDecodeError as exc:
-        raise HcError(f"{path}: not valid JSON ({exc})") from None
-    except RecursionError:  # pragma: no cover - _depth_ok stops this first
-        raise HcError(f"{path}: JSON nested too deep") from None
+    raw = read_small_file(path, MAX_JSON_BYTES, "a .json file")
+    if raw is None:
+        raise HcError(f"{path}: no such file; expected a .json file")
+    # NaN and Infinity are mixes too: such tokens run and are flagged
+    data = read_json(raw, str(path), "nested lists of numbers [..., (2+hc)*hc]", parse_int=number, parse_float=number,
+                     parse_constant=float)
     try:
         array = np.asarray(data)
     except ValueError:

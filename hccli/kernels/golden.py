@@ -72,7 +72,7 @@ def _meta_int(path: Path, meta: dict[str, str], key: str) -> int:
 
 
 def _show(text: str | None) -> str:
-    from hccli.checkpoint.source import one_line
+    from hccli.bounded import one_line
 
     return "missing" if text is None else repr(one_line(text, 40))
 

@@ -23,9 +23,8 @@ MAX_ELEMENTS = 1 << 22
 # float64 oracle (4x for bfloat16) and the eager chain's float32 temporaries a run stays < 80 GB.
 MAX_SITE_BENCH_BYTES = 8 << 30
 
-# JSON mixes: bytes read whole, nesting, and characters in one number.
+# JSON mixes: bytes read whole, and characters in one number (nesting: bounded.MAX_JSON_DEPTH).
 MAX_JSON_BYTES = 8 << 20
-MAX_JSON_DEPTH = 32
 MAX_JSON_DIGITS = 64
 
 

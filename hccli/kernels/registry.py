@@ -33,7 +33,7 @@ from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
 
 IMPL_NAMES = ("auto", "exact", "fast", "block", "torch")
 KERNEL_NAMES = ("block", "exact", "fast")  # the tilelang kernels
-ALIASES = {"tilelang": "block"}  # the README once said --impl tilelang
+ALIASES = {"tilelang": "block"}  # an older spelling of block, still accepted
 SITE_OPS = ("site_pre", "site_write")  # the site's tilelang kernels, by name
 
 

@@ -177,7 +177,7 @@ def prepare(source: MixSource, *, site: SiteRef | None = None, config: Path | No
         params = _params_from_config(config, "config")
     if site is not None:
         from hccli.checkpoint.hc import read_base_scale, read_part, select_site
-        from hccli.checkpoint.shardset import open_checkpoint
+        from hccli.checkpoint.opening import open_checkpoint
         from hccli.kernels.limits import MAX_ELEMENTS, MAX_HC_MULT
 
         ckpt = open_checkpoint(site.checkpoint, config=config)
@@ -236,10 +236,10 @@ def _op_settings(ckpt: Any, hc: int) -> tuple[int, float, float, str]:
     """(iterations, eps, norm_eps, origin) of a checkpoint without a config: a GGUF's
     metadata where it holds them (op_settings falls back key by key), else the defaults."""
     from hccli import dialects as D
-    from hccli.checkpoint.hc import dialect_of, gguf_settings, op_settings
+    from hccli.checkpoint.hc import gguf_settings, op_settings
 
     iters, eps = op_settings(ckpt)
-    if dialect_of(ckpt).dialect != D.GGUF:
+    if ckpt.dialect.dialect != D.GGUF:
         # a config.json that is there but unusable is never "no config.json" (its note says why)
         why = "config.json not used" if ckpt.config_note is not None else "no config.json"
         return (iters, eps, DEFAULT_NORM_EPS, f"the tensors' shapes (hc_mult {hc}; {why}: reference "

@@ -209,7 +209,7 @@ def draw_model(data: ModelFigureData) -> Drawn:
     arrays["norm"] = np.array([lo, hi])
     x0 = margin + label_w
     # One Axes for the whole grid, in inches (y down), one image per site placed by its
-    # extent: an Axes per heatmap would cost ~40 ms each, most of the figure's time.
+    # extent: an Axes per heatmap would take most of the figure's time.
     grid = fig.add_axes(rect(x0 - 0.4, top, grid_w + 0.4, grid_h))
     grid.set_axis_off()
     from matplotlib.patches import Rectangle
