@@ -157,10 +157,10 @@ def placement_findings(ckpt: Checkpoint, inv, at: list[int] | None) -> list[Find
     if moved or len(ckpt.shards) != release.shards:
         n = moved[0] if moved else None
         example = f", e.g. '{n}' in {have[n][0].file}, published in {published[n]}" if n else ""
-        out.append(finding(CODE, 
-            f"{ckpt.label}: the shards differ from the published {release.name} layout "
-            f"({len(ckpt.shards)} shards, published {release.shards}; {len(moved):,} tensors in another shard"
-            f"{example}); a re-sharded copy is legal, but its files are not the release's"))
+        out.append(finding(CODE,
+                           f"{ckpt.label}: the shards differ from the published {release.name} layout "
+                           f"({len(ckpt.shards)} shards, published {release.shards}; {len(moved):,} tensors in another "
+                           f"shard{example}); a re-sharded copy is legal, but its files are not the release's"))
     by_file = {_base(s.file): s for s in ckpt.readable()}
     for plan in plans:
         shard = by_file.get(plan.file)
@@ -172,5 +172,5 @@ def placement_findings(ckpt: Checkpoint, inv, at: list[int] | None) -> list[Find
         actual = shard.header.file_size
         if actual != expected:
             out.append(finding(CODE, f"{shard.file} is {actual:,} bytes; the published {release.name} file is "
-                                f"{expected:,} bytes ({actual - expected:+,})"))
+                               f"{expected:,} bytes ({actual - expected:+,})"))
     return out

@@ -28,6 +28,7 @@ _SIGNATURE = attrgetter("dtype", "shape")  # equal for every tensor: no wrong sh
 # header would make verify read for minutes (a sparse file costs no disk for its claim).
 FN_READ_BUDGET = 2 << 30
 
+
 def _each(findings: list[Finding], code: str, items: list[str], make) -> None:
     findings.extend(finding(code, make(item)) for item in items)
 
@@ -39,13 +40,14 @@ def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
         if s.header is None:
             out.append(finding("unreadable_shard", s.error or f"{s.file}: unreadable"))
     for name in ckpt.unsafe:
-        out.append(finding("unsafe_shard_path", f"index names shard '{name}', outside the checkpoint directory; not opened"))
+        out.append(finding("unsafe_shard_path",
+                           f"index names shard '{name}', outside the checkpoint directory; not opened"))
     for name in ckpt.missing:
         named = "index names" if ckpt.index is not None else "the other shards' -of-N names imply"
         out.append(finding("missing_shard", f"{named} shard '{name}', which is not in {ckpt.label}"))
     for name in ckpt.partial:
         out.append(finding("partial_file", f"'{name}' is a .partial file (an interrupted download or write?); "
-                      "the checkpoint may be incomplete"))
+                           "the checkpoint may be incomplete"))
     idx = ckpt.index
     if idx is not None and agree.index_agrees(ckpt, idx.weight_map):
         occ: Any = None  # no duplicate and nothing the index misplaces: no table of names to build
@@ -58,7 +60,8 @@ def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
               lambda n: f"tensor '{n}' is in {len(occ[n])} shards: " + ", ".join(s.file for s in occ[n]))
     if idx is None:
         if ckpt.kind == "directory" and len(ckpt.shards) > 1 and not is_gguf(ckpt.shards[0]):
-            out.append(finding("no_index", f"{ckpt.label}: {len(ckpt.shards)} shards and no model.safetensors.index.json"))
+            out.append(finding("no_index",
+                               f"{ckpt.label}: {len(ckpt.shards)} shards and no model.safetensors.index.json"))
     else:
         gone = {*ckpt.unsafe, *ckpt.missing}
         unreadable = {s.file for s in ckpt.shards if s.header is None}
@@ -71,8 +74,8 @@ def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
             spans = sum(sum(s.header.columns.ends) - sum(s.header.columns.begins)
                         for s in ckpt.shards if s.header is not None and s.indexed)
             if spans != idx.total_size and not unreadable and not gone:
-                out.append(finding("total_size_mismatch",
-                              f"metadata.total_size is {idx.total_size:,}; the shards' tensors span {spans:,} bytes"))
+                out.append(finding("total_size_mismatch", f"metadata.total_size is {idx.total_size:,}; the shards' "
+                                   f"tensors span {spans:,} bytes"))
     later: list[Finding] = []
     if ckpt.config_error:
         later.append(finding("config_unreadable", ckpt.config_error))
@@ -138,7 +141,8 @@ class _HcCheck:
         for s in self.sites:
             missing = [p for p in HC_PARTS if p not in s.parts]
             if missing:
-                out.append(finding("hc_incomplete", f"{s.name} {s.site}: no " + ", ".join(s.tensor_name(p) for p in missing)))
+                out.append(finding("hc_incomplete",
+                                   f"{s.name} {s.site}: no " + ", ".join(s.tensor_name(p) for p in missing)))
             for part, (shard, info) in s.parts.items():
                 if info.dtype != "F32":
                     out.append(_dtype_finding(s.tensor_name(part), info, is_gguf(shard)))
@@ -157,7 +161,7 @@ class _HcCheck:
                 if part == "fn":
                     if nbytes > fn_budget:
                         out.append(finding("hc_unchecked", f"'{s.tensor_name(part)}' ({nbytes:,} bytes) not read: "
-                                      f"past the {FN_READ_BUDGET:,} bytes of fn values one verify reads"))
+                                           f"past the {FN_READ_BUDGET:,} bytes of fn values one verify reads"))
                         continue
                     fn_budget -= nbytes
                 out.append(len(self.jobs))
@@ -197,9 +201,10 @@ def _dtype_finding(canonical: str, info, gguf: bool) -> Finding:
     if not gguf:
         return finding("hc_dtype", f"{shown} is {info.dtype}; expected F32")
     if info.dtype in FLOAT_TYPES:
-        return finding("hc_reduced_precision", f"{shown} is {info.dtype}: each value is rounded to {ROUNDING[info.dtype]} "
-                  "relative (the reference keeps HC tensors F32)")
-    return finding("hc_quantised", f"{shown} is {info.dtype}, a quantised GGML type; the reference keeps HC tensors F32")
+        return finding("hc_reduced_precision", f"{shown} is {info.dtype}: each value is rounded to "
+                       f"{ROUNDING[info.dtype]} relative (the reference keeps HC tensors F32)")
+    return finding("hc_quantised",
+                   f"{shown} is {info.dtype}, a quantised GGML type; the reference keeps HC tensors F32")
 
 
 def _gguf_missing_sites(ckpt: Checkpoint, sites) -> list[Finding]:
@@ -221,7 +226,7 @@ def _gguf_missing_sites(ckpt: Checkpoint, sites) -> list[Finding]:
         return D.spell_hc(owner, D.GGUF) or ""
 
     return [finding("hc_missing_site", f"no {gguf_name(layer, site)} (nor its base and scale); the metadata's "
-               f"block_count {n} implies it") for layer, site in want
+                    f"block_count {n} implies it") for layer, site in want
             if (layer, site) not in have]
 
 
@@ -304,9 +309,10 @@ def _inventory_findings(ckpt: Checkpoint, inventory: Any, dialect: str) -> list[
         hc_missing = [n for n in missing if "hc_" in n]
         rest = [n for n in missing if "hc_" not in n]
         if rest:
-            out.append(finding("partial_inventory", f"{ckpt.label} holds {len(inv) - len(missing):,} of the {len(inv):,} "
-                          f"tensors llama.cpp's converter writes for this config; {len(rest):,} are not here "
-                          f"(first: '{rest[0]}'), not listed one by one"))
+            out.append(finding("partial_inventory",
+                               f"{ckpt.label} holds {len(inv) - len(missing):,} of the {len(inv):,} "
+                               f"tensors llama.cpp's converter writes for this config; {len(rest):,} are not here "
+                               f"(first: '{rest[0]}'), not listed one by one"))
         missing = hc_missing
     add("missing_tensor", missing,
         lambda n: f"'{n}' {inv[n].dtype or ''} {list(inv[n].shape)} is implied by the config but absent",
@@ -332,5 +338,5 @@ def _inventory_findings(ckpt: Checkpoint, inventory: Any, dialect: str) -> list[
         lambda n: inv[n].exact)
     if unmapped:
         out.append(finding("unmapped_tensor", f"{len(unmapped):,} tensors whose names the {dialect} layout does not "
-                      f"define (first: '{unmapped[0]}')"))
+                           f"define (first: '{unmapped[0]}')"))
     return out
