@@ -28,6 +28,16 @@ def _rate(x: float) -> str:
     return f"{x / 1e3:.1f} K"
 
 
+def rows_by_tokens(t: Table, rows) -> Iterator[tuple[Any, str]]:
+    """(row, its time as text) for each row, with a section line in `t` wherever the token count changes."""
+    last = None
+    for r in rows:
+        if last is not None and r.tokens != last:
+            t.add_section()
+        last = r.tokens
+        yield r, f"{r.ms * 1e3:.1f} us" if r.ms < 1 else f"{r.ms:.3f} ms"
+
+
 def _diff(r: BenchRow, ref_impl: str) -> str:
     if r.impl == ref_impl or not r.max_diff:
         return "-"
@@ -54,12 +64,7 @@ def renderables(result: BenchResult) -> Iterator[Any]:
                           ("GB/s", "right"), ("% copy", "right"), (f"x {ref_impl or 'ref'}", "right"),
                           (f"max |diff| vs {ref_impl or 'ref'}", "right")):
         t.add_column(name, justify=justify)
-    last = None
-    for r in result.rows:
-        if last is not None and r.tokens != last:
-            t.add_section()
-        last = r.tokens
-        time = f"{r.ms * 1e3:.1f} us" if r.ms < 1 else f"{r.ms:.3f} ms"
+    for r, time in rows_by_tokens(t, result.rows):
         t.add_row(_tokens(r.tokens), r.impl, time, _rate(r.tokens_per_s),
                   f"{r.gbps:,.0f}" if r.gbps >= 10 else f"{r.gbps:.2g}", f"{r.pct_copy:.1f}", f"{r.speedup:.1f}" if r.speedup else "-", _diff(r, ref_impl))
     yield t

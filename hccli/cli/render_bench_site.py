@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hccli.cli.output import markup, safe
-from hccli.cli.render_bench import _host_table, _rate, _tokens
+from hccli.cli.render_bench import _host_table, _rate, _tokens, rows_by_tokens
 from hccli.kernels.bench_site import SiteBenchResult, SiteRow
 
 
@@ -49,12 +49,7 @@ def renderables(result: SiteBenchResult) -> Iterator[Any]:
                           ("tokens/s", "right"), ("% copy", "right"), ("x eager", "right"),
                           ("max |error| vs float64", "left"), ("bit-identical", "left")):
         t.add_column(name, justify=justify)
-    last = None
-    for r in result.rows:
-        if last is not None and r.tokens != last:
-            t.add_section()
-        last = r.tokens
-        time = f"{r.ms * 1e3:.1f} us" if r.ms < 1 else f"{r.ms:.3f} ms"
+    for r, time in rows_by_tokens(t, result.rows):
         t.add_row(_tokens(r.tokens), r.impl, r.collapse or "-", time, _rate(r.tokens_per_s), f"{r.pct_copy:.1f}",
                   f"{r.vs_eager:.1f}" if r.vs_eager else "-", _errors(r), _identical(r))
     yield t
