@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -115,3 +116,20 @@ def spy(monkeypatch):
         return drawn
 
     return install
+
+
+@contextlib.contextmanager
+def alarm_watchdog(seconds: int):
+    """Fail a test that blocks (a FIFO opened, a loop unbounded) or runs past `seconds`."""
+    import signal
+
+    def fail(*_):
+        raise TimeoutError(f"blocked or ran for more than {seconds} s")
+
+    old = signal.signal(signal.SIGALRM, fail)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 
 import pytest
 
 from ckpt_tools import tiny
-from conftest import SAMPLES, run_hc
+from conftest import SAMPLES, alarm_watchdog, run_hc
 
 from hccli.config import USED_INSTEAD
 from hccli.config_read import MAX_CONFIG_BYTES
@@ -100,14 +99,8 @@ def release(tmp_path_factory):
 
 @pytest.fixture(autouse=True)
 def watchdog():
-    def fail(*_):
-        raise TimeoutError(f"blocked or ran for more than {SECONDS} s")
-
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(SECONDS)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+    with alarm_watchdog(SECONDS):
+        yield
 
 
 def place(cfg, how) -> None:

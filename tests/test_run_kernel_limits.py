@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import struct
 
 import numpy as np
@@ -18,7 +17,7 @@ import pytest
 
 pytest.importorskip("torch")
 
-from conftest import SAMPLES, run_hc  # noqa: E402
+from conftest import SAMPLES, alarm_watchdog, run_hc  # noqa: E402
 from test_kernel_inputs import write_safetensors  # noqa: E402
 
 from hccli.kernels.limits import MAX_ELEMENTS, MAX_HC_MULT  # noqa: E402
@@ -28,14 +27,8 @@ SECONDS = 10  # the issue's bound for any input under 100 MB
 
 @pytest.fixture(autouse=True)
 def watchdog():
-    def fail(*_):
-        raise TimeoutError(f"blocked or ran for more than {SECONDS} s")
-
-    old = signal.signal(signal.SIGALRM, fail)
-    signal.alarm(SECONDS)
-    yield
-    signal.alarm(0)
-    signal.signal(signal.SIGALRM, old)
+    with alarm_watchdog(SECONDS):
+        yield
 
 
 def refused(*args, words):
