@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from hccli import dialect_ct, dialect_mlx
-from hccli.config_quant import COMPRESSED_TENSORS as _CT_BLOCK, MLX as _MLX_BLOCK, RELEASE_FP8 as _FP8_BLOCK
+from hccli.config.quant import COMPRESSED_TENSORS as _CT_BLOCK, MLX as _MLX_BLOCK, RELEASE_FP8 as _FP8_BLOCK
 from hccli.vocab import NUMBER, HcName, hc_tensor_name, parse_hc_name
 
 RELEASE = "release"

@@ -25,7 +25,7 @@ import numpy as np
 
 from hccli import dialects as D
 from hccli.bounded import one_line
-from hccli.config import ConfigUnusable
+from hccli.config.model import ConfigUnusable
 from hccli.diff_effect import Effect, sample_hidden, sample_tokens, site_effects
 from hccli.diff_select import (Advance, Meter, Selection, check_selection, hc_bytes, no_advance, numbering,
                                shared_others, site_groups)

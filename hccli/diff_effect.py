@@ -1,6 +1,6 @@
 """`hc diff`'s effect downstream: what a site's tensors do to the pre/post weights and comb
 matrix, from the base alone (mixes = 0) and from seeded sample hidden states sent through
-each side's whole site (the fn projection with RMS scaling, then hccli/sinkhorn_np.py's op).
+each side's whole site (the fn projection with RMS scaling, then kernels/split_np.py's op).
 The sample is bounded: [tokens, hc, dim] holds at most kernels/limits.MAX_ELEMENTS values,
 whatever a config or a GGUF's metadata says the model's width is. Nothing here prints.
 """
@@ -14,7 +14,7 @@ import numpy as np
 from hccli import site
 from hccli.hc_view import HcView
 from hccli.kernels.limits import MAX_ELEMENTS
-from hccli.sinkhorn_np import head_pre, split_sinkhorn
+from hccli.kernels.split_np import head_pre, split_sinkhorn
 from hccli.vocab import HC_PARTS, hc_from_mix_width
 
 

@@ -29,7 +29,7 @@ from hccli.checkpoint.values import (
     iter_tensor_chunks,
 )
 from hccli.components import component_of  # noqa: F401 - diff's name for it
-from hccli.config import ConfigUnusable
+from hccli.config.model import ConfigUnusable
 from hccli.errors import HcError
 from hccli.vocab import (
     BACKBONE,

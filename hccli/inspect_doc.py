@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from hccli.checkpoint.producers import ComponentTable
-from hccli.config import ConfigUnusable
+from hccli.config.model import ConfigUnusable
 from hccli.inspect_hc import HcEntry
 
 if TYPE_CHECKING:  # verify's modules load only for --verify

@@ -5,7 +5,7 @@ The work is bounded by what a real model needs, whatever a file claims: the base
 read and reported (MAX_INSPECT_VALUES; sites past them are left out, said in a note, and
 --hc-layer picks the ones to show), and so the split's element-iterations (sites x hc^2 x
 iterations, under MAX_INSPECT_VALUES x MAX_SINKHORN_ITERS), done in plain Python
-(sinkhorn_f32.py, no numpy import) up to PLAIN_SPLIT_BUDGET and by numpy (sinkhorn_np.py,
+(kernels/split_f32.py, no numpy import) up to PLAIN_SPLIT_BUDGET and by numpy (kernels/split_np.py,
 the same float32 operations) past it.
 """
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from hccli.checkpoint.hc import is_gguf, op_settings, read_base_scale_lists, site_hc
 from hccli.checkpoint.shardset import Checkpoint, HcSiteTensors
-from hccli.sinkhorn_f32 import head_pre_zero, split_sinkhorn_zero, supports
+from hccli.kernels.split_f32 import head_pre_zero, split_sinkhorn_zero, supports
 from hccli.vocab import mix_width
 
 # base values read and reported in one inspect: a real checkpoint's ~120 sites of hc 4 hold ~3k,
@@ -111,7 +111,7 @@ def read_hc_entries(ckpt: Checkpoint, sites: list[HcSiteTensors]) -> tuple[list[
         elif supports(hc) and plain + cost <= PLAIN_SPLIT_BUDGET:
             plain += cost
             pre, post, comb = split_sinkhorn_zero(bases, scales, hc, iters, eps)
-        else:  # no pure halving tree, or past the plain budget: numpy's op (sinkhorn_np.py)
+        else:  # no pure halving tree, or past the plain budget: numpy's op (kernels/split_np.py)
             pre, post, comb = _split_sinkhorn_np(bases, scales, hc, iters, eps)
         for row, i in enumerate(idx):
             s, b, scale = values[i]
@@ -127,7 +127,7 @@ def read_hc_entries(ckpt: Checkpoint, sites: list[HcSiteTensors]) -> tuple[list[
 def _split_sinkhorn_np(bases: list, scales: list, hc: int, iters: int, eps: float) -> tuple[list, list, list]:
     import numpy as np
 
-    from hccli.sinkhorn_np import split_sinkhorn
+    from hccli.kernels.split_np import split_sinkhorn
 
     b = np.array(bases, dtype=np.float32)
     with np.errstate(all="ignore"):

@@ -22,7 +22,7 @@ from functools import lru_cache
 from itertools import cycle, islice, product, repeat
 from math import ceil, prod
 
-from hccli.config import ModelConfig
+from hccli.config.model import ModelConfig
 from hccli.inventory_types import DTYPE_BYTES, Columns, Inventory, TensorSpec
 from hccli.layers import LayerPlan, plan_layers
 from hccli.releases import Release, release_candidate, shard_layout

@@ -9,7 +9,7 @@ from itertools import repeat
 from math import prod
 from typing import NamedTuple
 
-from hccli.config import ModelConfig
+from hccli.config.model import ModelConfig
 from hccli.layers import LayerPlan
 from hccli.releases import Release, ShardLayout
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hccli.config import ModelConfig
+from hccli.config.model import ModelConfig
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +113,7 @@ def _role(cfg: ModelConfig, i: int) -> tuple[str, int | None]:
     if not cfg.kv_source_layers:
         return "compressed", i
     source = max((s for s in cfg.kv_source_layers if s <= i), default=None)
-    if source is None:  # validated away in config.py; kept for safety
+    if source is None:  # validated away in config/model.py; kept for safety
         return "compressed", i
     if i == source:
         return "source", source

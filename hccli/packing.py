@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from math import prod
 
-from hccli.config_quant import CtGroup, MlxQuant
+from hccli.config.quant import CtGroup, MlxQuant
 
 Sig = tuple[str, tuple[int, ...]]  # (dtype, shape) of a stored tensor
 MX_MODES = {(4, 16): "nvfp4", (4, 32): "mxfp4", (8, 32): "mxfp8"}  # infer_quant_config's uint8-scale pairs

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hccli.site import SiteParams, Variant, cast, collapse, mix, one_hot, rms_factor, write_back
-from hccli.sinkhorn_np import head_pre, split_sinkhorn
+from hccli.kernels.split_np import head_pre, split_sinkhorn
 
 U = 2.0 ** -24
 ULP = 2 * U

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hccli.config import ModelConfig
+from hccli.config.model import ModelConfig
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@ sub-layer's output f [T, dim]:
     flat      = x.flatten(-2).float()                          # [T, hc*dim]
     rsqrt     = rsqrt(mean(flat**2, -1) + norm_eps)            # [T]: one statistic a token, no weight
     mixes     = linear(flat, fn) * rsqrt                       # [T, (2+hc)*hc]: projection, then the factor
-    pre, post, comb = split(mixes, scale, base)                # sinkhorn_np.split_sinkhorn, the one split op
+    pre, post, comb = split(mixes, scale, base)                # kernels.split_np.split_sinkhorn, the one split op
     collapsed = cast(sum_i w[i] * x[i])                        # summed over i in order, float32
     streams_out[k] = cast(post[k] * f + sum_j comb[j, k] * x[j])
 
@@ -44,7 +44,7 @@ from typing import Callable, Iterator
 import numpy as np
 
 from hccli.floats import round_to, to_bf16
-from hccli.sinkhorn_np import head_pre, split_sinkhorn
+from hccli.kernels.split_np import head_pre, split_sinkhorn
 
 STEPS = ("rsqrt", "mixes", "pre", "post", "comb", "collapsed", "streams_out")
 INPUTS = ("streams_in", "fn", "base", "scale", "f", "pre_mix_in")

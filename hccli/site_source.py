@@ -61,7 +61,7 @@ def open_model(source: str, config: str | Path | None = None, seed: int = 0) -> 
 
 
 def _from_config(path: Path, seed: int) -> SiteModel:
-    from hccli.config import load_config
+    from hccli.config.model import load_config
     from hccli.inventory import build_hc_inventory
     from hccli.synth import hc_values
 

@@ -29,7 +29,7 @@ from typing import BinaryIO, Callable
 import numpy as np
 
 from hccli.atomic_dir import os_error, staged_directory
-from hccli.config import ModelConfig, load_config
+from hccli.config.model import ModelConfig, load_config
 from hccli.errors import HcError
 from hccli.floats import bf16_bits
 from hccli.inventory import build_inventory

@@ -17,7 +17,7 @@ import numpy as np
 from conftest import SAMPLES
 
 from hccli import dialects as D
-from hccli.config import load_config
+from hccli.config.model import load_config
 from hccli.synth import header_bytes, make_checkpoint
 from hccli.vocab import INDEX_NAME
 

@@ -12,7 +12,7 @@ import pytest
 from conftest import SAMPLES
 
 from hccli import dialects as D
-from hccli.config import load_config
+from hccli.config.model import load_config
 from hccli.inventory import build_hc_inventory
 
 CFG = load_config(SAMPLES / "tiny-v4.hf.json")

@@ -12,8 +12,8 @@ from ct_fixtures import SCHEMES, compressed_tensors, save_compressed
 from diff_fixtures import edit_copy, hc_values, release
 
 from hccli import dialects as D
-from hccli.config import load_config
-from hccli.config_hf import transformers_params
+from hccli.config.model import load_config
+from hccli.config.hf import transformers_params
 from hccli.inventory import build_inventory
 
 

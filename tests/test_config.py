@@ -3,7 +3,7 @@ import json
 import pytest
 
 from conftest import ALL_CONFIGS, PUBLISHED, SAMPLES
-from hccli.config import load_config, parse_config
+from hccli.config.model import load_config, parse_config
 from hccli.errors import HcError
 
 

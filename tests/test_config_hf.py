@@ -11,8 +11,8 @@ import pytest
 from conftest import SAMPLES, run_hc
 from transformers_fixtures import hub_config, save_tiny_model, save_transformers_config
 
-from hccli.config import load_config, parse_config
-from hccli.config_hf import is_transformers_config, release_config_from_transformers, transformers_params
+from hccli.config.model import load_config, parse_config
+from hccli.config.hf import is_transformers_config, release_config_from_transformers, transformers_params
 from hccli.errors import HcError
 from hccli.inventory import build_inventory
 from hccli.layers import plan_layers
@@ -47,7 +47,7 @@ def test_transformers_config_counts_as_its_release(name, tmp_path):
 def test_unmapped_transformers_config_would_miscount(tmp_path):
     """Why the mapping exists: read raw, transformers' keys lose the compressed layers;
     load_config maps them (config.parse_config's hook) and counts as the release."""
-    from hccli.config import from_mapping
+    from hccli.config.model import from_mapping
 
     p = save_transformers_config("deepseek-v4-flash.hf.json", tmp_path / "tf")
     raw = from_mapping(json.loads(p.read_text()), str(p))

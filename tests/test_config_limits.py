@@ -10,9 +10,9 @@ import time
 import pytest
 
 from conftest import ROOT, SAMPLES, run_hc
-from hccli.config import load_config, parse_config
-from hccli.config_bounds import MAX_HC_MULT, MAX_LAYERS
-from hccli.config_read import MAX_CONFIG_BYTES
+from hccli.config.model import load_config, parse_config
+from hccli.config.bounds import MAX_HC_MULT, MAX_LAYERS
+from hccli.config.read import MAX_CONFIG_BYTES
 from hccli.errors import HcError
 
 
@@ -198,7 +198,7 @@ def test_families_without_hyper_connections(tmp_path, data, named):
 
 
 def test_readme_states_the_bounds_the_code_holds():
-    from hccli import config_bounds as b
+    from hccli.config import bounds as b
     from hccli.cli.specs import MAX_LAYER_NUMBER
 
     readme = (ROOT / "README.md").read_text()

@@ -1,4 +1,4 @@
-"""A producer's quantisation block in config.json (hccli/config_quant.py): read into one record,
+"""A producer's quantisation block in config.json (hccli/config/quant.py): read into one record,
 bounded, and a bad entry one line naming its key."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import json
 import pytest
 from conftest import SAMPLES, run_hc
 
-from hccli.config import load_config
-from hccli.config_quant import MAX_QUANT_ENTRIES, MlxQuant
+from hccli.config.model import load_config
+from hccli.config.quant import MAX_QUANT_ENTRIES, MlxQuant
 
 
 def _config(tmp_path, **root):

@@ -17,8 +17,8 @@ import pytest
 from ckpt_tools import tiny
 from conftest import SAMPLES, alarm_watchdog, run_hc
 
-from hccli.config import USED_INSTEAD
-from hccli.config_read import MAX_CONFIG_BYTES
+from hccli.config.model import USED_INSTEAD
+from hccli.config.read import MAX_CONFIG_BYTES
 
 pytest.importorskip("torch")  # run-kernel's reference
 

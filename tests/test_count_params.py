@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ALL_CONFIGS, SAMPLES, run_hc
-from hccli.config import load_config
+from hccli.config.model import load_config
 
 
 def test_seed_figure_by_group_and_role():

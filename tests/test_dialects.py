@@ -14,7 +14,7 @@ from transformers_fixtures import safetensors_header, save_tiny_model
 
 from hccli import dialects as D
 from hccli.components import component_of
-from hccli.config import load_config
+from hccli.config.model import load_config
 from hccli.inventory import build_hc_inventory, build_inventory
 from hccli.vocab import HcName, parse_hc_name
 

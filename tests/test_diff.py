@@ -11,7 +11,7 @@ from diff_fixtures import all_tensors, edit_copy, f32, hc_values, release, write
 from hccli import dialects as D
 from hccli import diff as DF
 from hccli.checkpoint import source as source_mod
-from hccli.config import load_config
+from hccli.config.model import load_config
 from hccli.diff_effect import site_mixes
 from hccli.hc_view import component_of, open_view
 from hccli.inventory import build_inventory
@@ -250,7 +250,7 @@ def test_gguf_metadata_is_validated(hc, tiny, tmp_path):
 
 
 def test_oversized_config_is_not_read_whole(tiny, tmp_path, monkeypatch):
-    from hccli import config_read
+    from hccli.config import read as config_read
 
     monkeypatch.setattr(config_read, "MAX_CONFIG_BYTES", 100)  # the config loader's cap, shared by diff
     with open_view(tiny) as v:

@@ -157,7 +157,7 @@ def test_folder_with_two_models_is_ambiguous(tmp_path):
 
 def test_gguf_is_imported_only_when_a_gguf_is_read():
     code = ("import sys, hccli.checkpoint.gguf_file, hccli.checkpoint.gguf_store, hccli.hc_view, hccli.diff, "
-            "hccli.dialects, hccli.config_hf; print('gguf' in sys.modules)")
+            "hccli.dialects, hccli.config.hf; print('gguf' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert out.stdout.strip() == "False"

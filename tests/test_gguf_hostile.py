@@ -168,7 +168,7 @@ def test_block_count_is_held_to_the_layer_bound(tmp_path):
 # --- sites and findings: bounded -----------------------------------------------------------------
 
 def test_hc_sites_past_the_bound_are_refused(tmp_path):
-    from hccli.config_bounds import MAX_LAYERS, MAX_STAGES
+    from hccli.config.bounds import MAX_LAYERS, MAX_STAGES
 
     bound = 2 * MAX_LAYERS + 3 * MAX_STAGES + 1  # two a layer, three a stage, the head mix
     tensors = {}

@@ -15,7 +15,7 @@ from gguf_fixtures import hc_values, write_gguf
 
 from hccli.checkpoint.gguf_store import read_gguf_header
 from hccli.checkpoint.source import LocalFile
-from hccli.config import load_config
+from hccli.config.model import load_config
 
 
 def test_header_over_byte_ranges_agrees_with_gguf_reader(tmp_path):

@@ -14,12 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import hccli.sinkhorn_np as sinkhorn_np
+import hccli.kernels.split_np as sinkhorn_np
 from ckpt_tools import read_entries, tiny, write_shard
 from conftest import ROOT
 from hccli.checkpoint.opening import open_checkpoint
 from hccli.inspect_tree import totals_from_columns
-from hccli.sinkhorn_f32 import head_pre_zero, split_sinkhorn_zero, supports
+from hccli.kernels.split_f32 import head_pre_zero, split_sinkhorn_zero, supports
 
 
 def _numpy_with(exp):

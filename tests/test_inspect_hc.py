@@ -10,11 +10,11 @@ import json
 import numpy as np
 import pytest
 
-import hccli.sinkhorn_f32 as sinkhorn_f32
+import hccli.kernels.split_f32 as sinkhorn_f32
 from ckpt_tools import tiny
 from conftest import ROOT, run_hc
 from hccli import inspect_hc
-from hccli.sinkhorn_np import split_sinkhorn
+from hccli.kernels.split_np import split_sinkhorn
 
 
 def _wide(tmp_path, n_layers: int = 4, hc: int = 64, iters: int = 1000):

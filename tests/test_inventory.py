@@ -6,8 +6,8 @@ from math import ceil
 import pytest
 
 from conftest import SAMPLES
-from hccli.accounting import hc_sites
-from hccli.config import load_config
+from hccli.counting.sites import hc_sites
+from hccli.config.model import load_config
 from hccli.inventory import build_hc_inventory, build_inventory
 
 D, V, H, I, E = 5120, 129280, 64, 2304, 384

@@ -175,7 +175,7 @@ def test_unsupported_hc_for_the_new_kernels_is_a_one_line_error(tilelang):
 def _bundled_dims():
     from conftest import ALL_CONFIGS
 
-    from hccli.config import load_config
+    from hccli.config.model import load_config
 
     return sorted({load_config(p).dim for p in ALL_CONFIGS})
 

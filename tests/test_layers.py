@@ -1,5 +1,5 @@
 from conftest import SAMPLES
-from hccli.config import load_config
+from hccli.config.model import load_config
 from hccli.layers import plan_layers
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import SAMPLES, run_hc
-from hccli.config import load_config
+from hccli.config.model import load_config
 from hccli.inventory import build_inventory
 
 # release: (shards, tensors, index total_size), as published

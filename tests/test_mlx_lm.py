@@ -14,7 +14,7 @@ from mlx_fixtures import convert, mlx_lm_utils, release
 
 from hccli import dialect_mlx
 from hccli import dialects as D
-from hccli.config import load_config
+from hccli.config.model import load_config
 from hccli.inventory import build_inventory
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from conftest import SAMPLES, run_hc
-from hccli import count_report
+from hccli.counting import report as count_report
 from hccli.cli.specs import COMPONENT_ALIASES, MAX_LAYER_NUMBER, parse_choices, parse_layers, parse_ranges
 from hccli.errors import HcError
 
@@ -37,7 +37,7 @@ def test_largest_layer_number_is_any_model_s_last():
 
 
 def test_every_alias_names_a_canonical_name_of_the_core():
-    from hccli.accounting import HC_COMPONENTS, ROLES
+    from hccli.counting.sites import HC_COMPONENTS, ROLES
     from hccli.cli.specs import ROLE_ALIASES, SITE_ALIASES
     from hccli.vocab import HC_SITES
 

@@ -5,7 +5,7 @@ import pytest
 
 from conftest import SAMPLES
 from hccli import inventory as INV
-from hccli.config import load_config
+from hccli.config.model import load_config
 from hccli.layers import plan_layers
 
 CONFIGS = sorted(p.name for p in SAMPLES.glob("*.json"))

@@ -71,7 +71,7 @@ def test_the_expected_header_size_is_that_of_the_serializers_header():
     from types import SimpleNamespace
 
     from hccli.checkpoint.placement import _header_size
-    from hccli.config import load_config
+    from hccli.config.model import load_config
     from hccli.inventory import build_inventory
     from hccli.synth import plan_shards, shard_header
 

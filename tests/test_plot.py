@@ -16,7 +16,7 @@ import pytest
 from ckpt_tools import tiny
 from conftest import ROOT, SAMPLES, run_hc
 from hccli.errors import HcError
-from hccli.sinkhorn_np import split_sinkhorn
+from hccli.kernels.split_np import split_sinkhorn
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -43,7 +43,7 @@ def expected_pixels(fig) -> tuple[int, int]:
 
 
 def model_data(ck, doc):
-    from hccli.config import load_config
+    from hccli.config.model import load_config
     from hccli.layers import plan_layers
     from hccli.plot.model import ModelFigureData, groups_from_plan, sites_from_json
 

@@ -56,7 +56,7 @@ def group_texts(d) -> list[str]:
 
 @pytest.mark.parametrize("config, name", [("tiny-v4.1.json", "hc.png"), ("tiny-v4.hf.json", "hc.svg")])
 def test_inspect_plot_draws_its_json_by_the_configs_plan(mpl, spy, tmp_path, config, name):
-    from hccli.config import load_config
+    from hccli.config.model import load_config
     from hccli.layers import plan_layers
 
     ck = made(tmp_path, config)

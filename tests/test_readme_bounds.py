@@ -5,7 +5,8 @@ import re
 
 from conftest import ROOT
 
-from hccli import bounded, config_bounds, config_quant, config_read, hc_view, inspect_hc, safe_write, vocab
+from hccli import bounded, hc_view, inspect_hc, safe_write, vocab
+from hccli.config import bounds as config_bounds, quant as config_quant, read as config_read
 from hccli.checkpoint import cache, findings, gguf_file, gguf_store, hc, header_types, store, verify
 from hccli.kernels import limits
 

@@ -6,7 +6,7 @@ import pytest
 
 from ckpt_tools import read_entries
 from conftest import SAMPLES
-from hccli.config import load_config
+from hccli.config.model import load_config
 from hccli.inventory import build_inventory
 from hccli.st_layout import header_bytes, serializer_order
 from hccli.synth import INDEX_NAME, make_checkpoint, plan_shards

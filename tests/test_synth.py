@@ -8,7 +8,7 @@ from safetensors import safe_open
 
 from ckpt_tools import tiny
 from conftest import SAMPLES, run_hc
-from hccli.config import load_config
+from hccli.config.model import load_config
 from hccli.inventory import build_inventory
 from hccli.synth import INDEX_NAME, plan_shards
 

@@ -1,6 +1,6 @@
 """A GGUF's model settings as `hc` reads them: block_count, embedding_length, the
 hyper_connection keys and the norm epsilon of its metadata, each held to the bound the
-same setting has in a config (config_bounds.py) and read by the config's own typed keys
+same setting has in a config (config/bounds.py) and read by the config's own typed keys
 (config_keys.KeySpace). inspect, --verify, run-kernel and diff all read them here, so a
 value out of range is the same one error everywhere, naming the file, the key and the
 bound. A key that is absent is None: the caller says which default it uses.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hccli.config_bounds import FLOATS, SCALARS
-from hccli.config_keys import KeySpace
+from hccli.config.bounds import FLOATS, SCALARS
+from hccli.config.keys import KeySpace
 from dataclasses import dataclass
 
 # the GGUF key (after "{arch}.") -> the config key whose bound it is held to

@@ -20,7 +20,7 @@ from hccli import dialects as D
 from hccli.bounded import one_line
 from hccli.checkpoint.header_types import TensorInfo
 from hccli.checkpoint.shardset import Checkpoint, HcSiteTensors, Shard
-from hccli.config_bounds import MAX_LAYERS, MAX_STAGES
+from hccli.config.bounds import MAX_LAYERS, MAX_STAGES
 from hccli.errors import HcError
 from hccli.vocab import (
     BACKBONE,
@@ -40,7 +40,7 @@ if TYPE_CHECKING:  # numpy is imported where values are decoded: `inspect --json
     import numpy as np
 
     from hccli.checkpoint.gguf_meta import GgufModel
-    from hccli.config import ModelConfig
+    from hccli.config.model import ModelConfig
 
 
 # The most bytes a site's base (or scale) can have: (2 + hc) * hc F32 values at the bound.

@@ -21,7 +21,7 @@ from hccli.checkpoint.index import parse_index
 from hccli.checkpoint.shardset import Checkpoint, Index, Shard, first_occurrences, names_unique
 from hccli.checkpoint.store import CONFIG_CAP, MAX_SHARDS, open_store, read_index_bytes
 from hccli.checkpoint.store_protocol import Store
-from hccli.config import ConfigUnusable, ModelConfig, load_config_data, read_checkpoint_config
+from hccli.config.model import ConfigUnusable, ModelConfig, load_config_data, read_checkpoint_config
 from hccli.errors import HcError
 from hccli.vocab import INDEX_NAME
 

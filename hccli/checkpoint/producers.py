@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
-from hccli import config_quant as Q
+from hccli.config import quant as Q
 from hccli import dialect_ct, dialect_mlx
 from hccli import dialects as D
 from hccli.components import component_of

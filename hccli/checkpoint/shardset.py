@@ -17,7 +17,7 @@ from hccli.checkpoint.header import gc_paused
 from hccli.checkpoint.header_types import Header, TensorInfo
 from hccli.checkpoint.source import ByteSource
 from hccli.checkpoint.store_protocol import Store
-from hccli.config import ConfigUnusable, ModelConfig
+from hccli.config.model import ConfigUnusable, ModelConfig
 from hccli.dialects import Detection
 from hccli.vocab import hc_tensor_name
 

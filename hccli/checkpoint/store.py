@@ -11,9 +11,9 @@ from typing import NamedTuple
 from hccli.bounded import SourceError, one_line, read_small_file
 from hccli.checkpoint.source import ByteSource, LocalFile
 from hccli.checkpoint.store_protocol import Store
-from hccli.config_keys import HUB_KEYS
+from hccli.config.keys import HUB_KEYS
 from hccli.errors import HcError
-from hccli.config_read import MAX_CONFIG_BYTES
+from hccli.config.read import MAX_CONFIG_BYTES
 from hccli.errors import HcError
 from hccli.vocab import INDEX_NAME
 

@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 from typing import Annotated
 
-from hccli import count_report
+from hccli.counting import report as count_report
 from hccli.cli import render_count
 from hccli.cli.app import app
 from hccli.cli.options import (ComponentsOpt, GroupOpt, JsonOpt, LayersOpt, PlotOpt, RolesOpt, SitesOpt,

@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from rich.text import Text  # rich.console loads it anyway
 
-from hccli.accounting import SelectionLine
+from hccli.counting.sites import SelectionLine
 from hccli.cli.output import markup, safe
-from hccli.count_report import CountReport
+from hccli.counting.report import CountReport
 from hccli.jsonable import to_jsonable
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from hccli.config_bounds import MAX_LAYERS, MAX_STAGES
+from hccli.config.bounds import MAX_LAYERS, MAX_STAGES
 from hccli.errors import HcError
 
 # the largest layer number any accepted config has: its stages' last, and the head mix after it

@@ -25,7 +25,7 @@ from hccli.vocab import (DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_NORM_EPS, DEFA
                          hc_from_mix_width, mix_width)
 
 if TYPE_CHECKING:
-    from hccli.config import ConfigUnusable
+    from hccli.config.model import ConfigUnusable
 
 
 @dataclass(frozen=True)
@@ -141,7 +141,7 @@ class RunResult:
 
 
 def _params_from_config(path: Path, what: str) -> RunParams:
-    from hccli.config import load_config
+    from hccli.config.model import load_config
     from hccli.kernels.files import regular_file
 
     regular_file(Path(path), "config.json")

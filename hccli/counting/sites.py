@@ -1,5 +1,5 @@
 """Views over the inventory: HC components per site and layer, and selections of
-them (whole-model totals are in totals.py, loaded only for --model).
+them (whole-model totals are in counting/model.py, loaded only for --model).
 
 A site's hc tensors split into the components the model explorer names:
 - pre  (reading weights):    hc offsets of hc_<site>_base + 1 scale
@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from hccli.config import ModelConfig
+from hccli.config.model import ModelConfig
 from hccli.errors import HcError
 from hccli.inventory import build_hc_inventory
 from hccli.inventory_types import TensorSpec

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from hccli.config_read import ConfigError, Unusable
+from hccli.config.read import ConfigError, Unusable
 
 # hub key -> inference key, for the language settings
 HUB_KEYS = {

@@ -1,6 +1,6 @@
 """Whole-model totals under each counting convention, from the tensor inventory.
 
-A separate module from accounting.py because only `count-params --model` (and
+A separate module from counting/sites.py because only `count-params --model` (and
 callers that want the same figures) need it: the plain command never loads it.
 """
 
@@ -98,7 +98,7 @@ def model_totals(inv: Inventory, family: str = "") -> ModelTotals:
             stage += lp
     tf = None
     if family == "v4":
-        from hccli.config_hf import transformers_params
+        from hccli.config.hf import transformers_params
 
         tf = transformers_params(inv.tensors)
     return ModelTotals(

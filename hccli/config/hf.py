@@ -11,7 +11,7 @@ the stages' entries of `compress_ratios` are gone: every published config has
 0 there (window-only stages), which is what comes back.
 
 `release_config_from_transformers` maps such a dict back to the hub keys that
-hccli/config.py `parse_config` reads, so both give the same layer plan, HC
+hccli/config/model.py `parse_config` reads, so both give the same layer plan, HC
 figures and inventory. `transformers_params` is transformers' own count,
 `model.num_parameters()`, computed over the inventory.
 """
@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hccli.config_keys import shown
-from hccli.config_read import ConfigError
+from hccli.config.keys import shown
+from hccli.config.read import ConfigError
 
 LAYER_TYPE_RATIO_KEYS = ("compressed_sparse_attention", "heavily_compressed_attention")
 SLIDING = "sliding_attention"

@@ -10,8 +10,8 @@ made-up defaults.
 
 from __future__ import annotations
 
-from hccli.config_keys import KeySpace, shown
-from hccli.config_read import ConfigError
+from hccli.config.keys import KeySpace, shown
+from hccli.config.read import ConfigError
 
 HC_MODEL_TYPES = ("deepseek_v4",)  # prefixes: deepseek_v4, deepseek_v41, deepseek_v41_text, ...
 HC_ARCHITECTURES = ("DeepseekV4",)  # prefixes: DeepseekV4ForCausalLM, DeepseekV41ForCausalLM, ...

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from hccli.config_bounds import COMPRESS_RATIO, ENGRAM_ROWS, MAX_LAYERS, MAX_STAGES, SCALARS
-from hccli.config_keys import KeySpace
-from hccli.config_read import ConfigError
+from hccli.config.bounds import COMPRESS_RATIO, ENGRAM_ROWS, MAX_LAYERS, MAX_STAGES, SCALARS
+from hccli.config.keys import KeySpace
+from hccli.config.read import ConfigError
 
 
 @dataclass(frozen=True, slots=True)

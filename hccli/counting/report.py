@@ -9,15 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hccli import accounting as acc
-from hccli.config import ModelConfig, load_config
+from hccli.counting import sites as acc
+from hccli.config.model import ModelConfig, load_config
 from hccli.errors import HcError
 from hccli.jsonable import OMIT_IF_NONE
 from hccli.layers import LayerPlan, plan_layers
 from hccli.vocab import HC_SITES
 
 if TYPE_CHECKING:
-    from hccli.totals import ModelTotals
+    from hccli.counting.model import ModelTotals
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,7 +177,7 @@ def build_report(
     totals = None
     if model:
         from hccli.inventory import build_inventory
-        from hccli.totals import model_totals
+        from hccli.counting.model import model_totals
 
         totals = model_totals(build_inventory(cfg, plan), cfg.family)
     text = [s for s in hc if not s.is_stage]

@@ -2,7 +2,7 @@
 
 `hc inspect --json` needs the comb matrix of some 90 sites and nothing else from numpy, whose
 import alone costs as much as reading every header of a full checkpoint. This module
-computes the same op as sinkhorn_np.py (same order of operations: affine step, row softmax + eps,
+computes the same op as kernels/split_np.py (same order of operations: affine step, row softmax + eps,
 one column normalisation, then iters-1 rounds of row and column normalisation, each dividing by
 the sum + eps; sums in the kernel's halving tree) with every result rounded to float32 as numpy
 rounds it: each +, -, *, / is done in double precision on float32 operands and rounded once,
@@ -13,7 +13,7 @@ one unit in the last place. The sites are processed together, one list per opera
 interpreter's cost per element stays small.
 
 Only stream counts that are powers of two have a pure halving tree; for any other count
-`supports(hc)` is False and the caller uses sinkhorn_np.py.
+`supports(hc)` is False and the caller uses kernels/split_np.py.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """Load and validate a DeepSeek-V4-family config.json into one frozen ModelConfig.
 
-Two styles are read (config_keys.py): the flat inference config, and the hub's
+Two styles are read (config/keys.py): the flat inference config, and the hub's
 config.json with hub key names, language settings at the root (V4) or under
 `text_config` (V4.1). The work is split by concern, in the order it runs:
 
-    config_read.py    the file: regular, at most 4 MiB, JSON without hostile numbers
-    config_family.py  a model family with hyper-connections (model_type, architectures, hc_mult)
-    config_bounds.py  scalars: reference defaults, and bounds checked before anything is built
-    config_layers.py  keys listing layers: compress ratios and stages, sources, Engram
+    config/read.py    the file: regular, at most 4 MiB, JSON without hostile numbers
+    config/family.py  a model family with hyper-connections (model_type, architectures, hc_mult)
+    config/bounds.py  scalars: reference defaults, and bounds checked before anything is built
+    config/layers.py  keys listing layers: compress ratios and stages, sources, Engram
 
 Absent scalars take the reference defaults; absent lists mean the feature is
 absent; unknown keys are tolerated. Every error names the file and the key.
@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 from pathlib import Path
 
-from hccli import config_bounds as bounds
-from hccli.config_family import check_named_family, family
-from hccli.config_keys import KeySpace
-from hccli.config_layers import layer_lists
-from hccli.config_quant import QuantBlock, quant_block
-from hccli.config_read import ConfigError, as_config_error, decode_json, read_config_bytes
+from hccli.config import bounds
+from hccli.config.family import check_named_family, family
+from hccli.config.keys import KeySpace
+from hccli.config.layers import layer_lists
+from hccli.config.quant import QuantBlock, quant_block
+from hccli.config.read import ConfigError, as_config_error, decode_json, read_config_bytes
 from hccli.errors import HcError
 from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_SINKHORN_ITERS, mix_width
 
@@ -177,7 +177,7 @@ def parse_config(raw: bytes | str, source: str) -> ModelConfig:
 def config_from_data(data: Any, source: str) -> ModelConfig:
     """A decoded config.json (as config_read.decode_json gives it) -> ModelConfig."""
     if isinstance(data, dict) and "layer_types" in data:  # transformers-written: read as the release config it came from
-        from hccli.config_hf import is_transformers_config, release_config_from_transformers
+        from hccli.config.hf import is_transformers_config, release_config_from_transformers
 
         data = release_config_from_transformers(data, source) if is_transformers_config(data) else data
     return from_mapping(data, source)
