@@ -18,7 +18,7 @@ from typing import Callable
 
 from hccli.errors import HcError
 from hccli.hc_view import HcView, OtherTensor
-from hccli.layers import format_ranges
+from hccli.layers import check_layer_range, format_ranges
 from hccli.vocab import BACKBONE, SITE_ORDER, STAGE, HcName, owner_of
 
 _HEAD_TENSORS = ("head.weight", "norm.weight")
@@ -71,16 +71,8 @@ def _place(name: str, n_layers: int, n_stages: int) -> tuple[int | None, str | N
 def check_selection(selection: Selection, n_layers: int, n_stages: int, head_mix: bool,
                     label: str) -> None:
     """An HcError naming the first layer past the checkpoints' last, and what they number."""
-    if selection.layers is None:
-        return
-    last = n_layers + n_stages - (0 if head_mix else 1)
-    past = sorted(n for n in selection.layers if n > last)
-    if not past:
-        return
-    kinds = [f"backbone {format_ranges(range(n_layers))}"] if n_layers else []
-    kinds += [f"stages {format_ranges(range(n_layers, n_layers + n_stages))}"] if n_stages else []
-    kinds += [f"head mix {last}"] if head_mix else []
-    raise HcError(f"layer {past[0]} is out of range: {label} number their layers 0-{last} ({', '.join(kinds)})")
+    if selection.layers is not None:
+        check_layer_range(selection.layers, n_layers, n_stages, head_mix, f"{label} number their layers")
 
 
 

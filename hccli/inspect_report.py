@@ -126,17 +126,12 @@ def _layer_of(name: str, n_layers: int) -> int | None:
     return num if kind == BACKBONE else n_layers + num if kind == STAGE else None
 
 
-def _check_layers(what: str, layers: Collection[int], label: str, n_layers: int, n_stages: int) -> None:
-    last = n_layers + n_stages  # the root head mix's number, whether or not the family has one
-    past = [n for n in layers if n > last]
-    if past:
-        from hccli.layers import format_ranges  # (the layer plan's module: loaded for this message only)
-
-        kinds = [f"backbone {format_ranges(list(range(n_layers)))}"] if n_layers else []
-        kinds += [f"stages {format_ranges(list(range(n_layers, last)))}"] if n_stages else []
-        kinds.append(f"root head mix {last}")
-        raise HcError(f"{label}: layer {max(past)} for {what} is out of range; this checkpoint numbers its layers "
-                      f"0-{last} ({', '.join(kinds)})")
+def _head_mix(ckpt: Checkpoint) -> bool:
+    """Whether the layer numbers end with a root head mix: the config's family says so; without
+    a config, a root head mix among the HC sites does."""
+    if ckpt.config is not None:
+        return ckpt.config.has_head_mix
+    return any(s.site == "head" and not s.is_stage for s in ckpt.hc_sites)
 
 
 def build_inspect(
@@ -155,9 +150,13 @@ def build_inspect(
     (stages after the backbone, the root head mix last); `dtype` as headers spell it."""
     ckpt = open_checkpoint(path, config=config, progress=progress)
     n_layers, n_stages = ckpt.n_layers, ckpt.n_stages
-    for what, chosen in (("the tensor list", layers), ("the HC sites", hc_layers)):
-        if chosen is not None:
-            _check_layers(what, chosen, ckpt.label, n_layers, n_stages)
+    if layers is not None or hc_layers is not None:
+        from hccli.layers import check_layer_range  # (the layer plan's module: loaded for a selection only)
+
+        for chosen in (layers, hc_layers):
+            if chosen is not None:
+                check_layer_range(chosen, n_layers, n_stages, _head_mix(ckpt), "this checkpoint numbers its layers",
+                                  where=ckpt.label)
     n_tensors, per_dtype, logical = totals_from_columns(_columns(ckpt))
     table = component_table(ckpt, ckpt.dialect.dialect) if ckpt.dialect.dialect in PACKING else None
     logical = table.logical_params if table is not None else logical  # the packing's own count

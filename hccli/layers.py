@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from hccli.config.model import ModelConfig
+from hccli.errors import HcError
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +105,23 @@ def format_ranges(xs) -> str:
         out.append(f"{xs[i]}-{xs[j]}" if j > i else str(xs[i]))
         i = j + 1
     return ",".join(out)
+
+
+def check_layer_range(layers, n_layers: int, n_stages: int, head_mix: bool, numbered: str,
+                      where: str = "") -> None:
+    """An HcError naming the first of `layers` past the last layer, and how they are numbered:
+    backbone, stages, then the head mix only where the family has one (V4.1 has none, so its
+    last stage is its last number). `numbered` says whose numbering it is ("this checkpoint
+    numbers its layers"); `where`, if given, opens the line (a checkpoint's label)."""
+    last = n_layers + n_stages - (0 if head_mix else 1)
+    past = sorted(n for n in layers if n > last)
+    if not past:
+        return
+    kinds = [f"backbone {format_ranges(range(n_layers))}"] if n_layers else []
+    kinds += [f"stages {format_ranges(range(n_layers, n_layers + n_stages))}"] if n_stages else []
+    kinds += [f"head mix {last}"] if head_mix else []
+    raise HcError(f"{where + ': ' if where else ''}layer {past[0]} is out of range: {numbered} "
+                  f"{'0-' + str(last) if last >= 0 else 'none'} ({', '.join(kinds) or 'no layers'})")
 
 
 def _role(cfg: ModelConfig, i: int) -> tuple[str, int | None]:

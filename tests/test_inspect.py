@@ -184,8 +184,20 @@ def test_layer_past_the_checkpoint_names_its_layers(tmp_path):
     ck = tiny(tmp_path / "v4", "tiny-v4.hf.json")  # 6 layers, 2 stages, the root head mix
     r = run_hc("inspect", ck, "--hc-layer", "10")
     assert r.exit_code == 2 and "no hc_* tensors" not in r.stderr
-    assert "layer 10" in r.stderr and "0-8 (backbone 0-5, stages 6-7, root head mix 8)" in r.stderr
+    assert "layer 10" in r.stderr and "0-8 (backbone 0-5, stages 6-7, head mix 8)" in r.stderr
     assert "--hc-layer" not in r.stderr  # the core names layers, not flags
+
+
+@pytest.mark.parametrize("flag", ["--layer", "--hc-layer"])
+def test_v41_has_no_head_mix_number(tiny_ckpt, flag):
+    """V4.1 (8 layers, 2 stages) numbers 0-9: 10 would be a head mix it does not have; the line is
+    diff's, worded by the one check both commands use."""
+    r = run_hc("inspect", tiny_ckpt, flag, "10")
+    assert r.exit_code == 2 and r.stdout == ""
+    assert r.stderr.strip().endswith("layer 10 is out of range: this checkpoint numbers its layers 0-9 "
+                                     "(backbone 0-7, stages 8-9)")
+    assert "head" not in r.stderr
+    assert run_hc("inspect", tiny_ckpt, flag, "9", "--json").exit_code == 0
 
 
 def test_hc_layer_without_sites_says_where_they_are(tiny_ckpt):
