@@ -23,11 +23,6 @@ from hccli import dialects as D
 from hccli.bounded import one_line
 from hccli.checkpoint.header_types import DTYPES
 from hccli.checkpoint.source import ByteSource
-from hccli.checkpoint.values import (
-    READABLE_DTYPES,
-    iter_tensor_bytes,
-    iter_tensor_chunks,
-)
 from hccli.components import component_of  # noqa: F401 - diff's name for it
 from hccli.config.model import ConfigUnusable
 from hccli.errors import HcError
@@ -296,26 +291,9 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
 
 
 def _chunks(ckpt, stored: str, counter: list[int]) -> Iterator[np.ndarray] | None:
-    """One tensor's values as float64 chunks of at most CHUNK_ELEMENTS: decoded by values.py, or a
-    GGML quant's whole blocks dequantised a slice at a time; None for a type decoded nowhere."""
-    from hccli.checkpoint.hc import is_gguf
+    """One tensor's values as float64 chunks of at most CHUNK_ELEMENTS (hc.value_chunks), its reads
+    counted."""
+    from hccli.checkpoint.hc import value_chunks
 
     shard, info = ckpt.tensors()[stored]
-    if info.dtype in READABLE_DTYPES:
-        def stream() -> Iterator[np.ndarray]:
-            with CountingSource(ckpt.source(shard), counter) as src:
-                for x in iter_tensor_chunks(src, shard.header, stored, CHUNK_ELEMENTS * DTYPES[info.dtype] // 8):
-                    yield x.astype(np.float64)
-        return stream()
-    if not is_gguf(shard):
-        return None
-
-    def blocks() -> Iterator[np.ndarray]:
-        from hccli.checkpoint.gguf_store import dequantize, quant_block
-
-        values, size = quant_block(info.dtype)
-        where = f"{shard.path}: tensor '{one_line(info.name)}'"
-        with CountingSource(ckpt.source(shard), counter) as src:
-            for raw in iter_tensor_bytes(src, shard.header, stored, max(1, CHUNK_ELEMENTS // values) * size):
-                yield dequantize(raw, info.dtype, (len(raw) // size * values,), where).astype(np.float64)
-    return blocks()
+    return value_chunks(ckpt, shard, info, CHUNK_ELEMENTS, lambda src: CountingSource(src, counter))

@@ -14,12 +14,13 @@ import sys
 from array import array
 from itertools import chain, compress, repeat
 from operator import contains
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from hccli import dialects as D
 from hccli.bounded import one_line
 from hccli.checkpoint.header_types import TensorInfo
 from hccli.checkpoint.shardset import Checkpoint, HcSiteTensors, Shard
+from hccli.checkpoint.source import ByteSource
 from hccli.config.bounds import MAX_LAYERS, MAX_STAGES
 from hccli.errors import HcError
 from hccli.vocab import (
@@ -286,6 +287,41 @@ def count_nonfinite(ckpt: Checkpoint, site: HcSiteTensors, part: str) -> int:
         return count_nonfinite_f32(read_part(ckpt, site, part).astype("<f4").tobytes())
     with ckpt.source(shard) as src:
         return sum(map(count_nonfinite_f32, iter_tensor_bytes(src, shard.header, info.name, 8 << 20)))
+
+
+def value_chunks(ckpt: Checkpoint, shard: Shard, info: TensorInfo, chunk_elements: int,
+                 wrap: Callable[[ByteSource], ByteSource] | None = None) -> Iterator[np.ndarray] | None:
+    """One tensor's values as float64 chunks of at most chunk_elements, so that a tensor of any
+    size is looked at without holding it: decoded by values.py, or a GGML quant's whole blocks
+    dequantised a slice at a time; None for a type decoded nowhere. wrap: around the source
+    (a counter of the bytes read)."""
+    from hccli.checkpoint.header_types import DTYPES
+    from hccli.checkpoint.values import READABLE_DTYPES, iter_tensor_bytes, iter_tensor_chunks
+
+    import numpy as np
+
+    def source() -> ByteSource:
+        src = ckpt.source(shard)
+        return wrap(src) if wrap is not None else src
+
+    if info.dtype in READABLE_DTYPES:
+        def stream() -> Iterator[np.ndarray]:
+            with source() as src:
+                for x in iter_tensor_chunks(src, shard.header, info.name, chunk_elements * DTYPES[info.dtype] // 8):
+                    yield x.astype(np.float64)
+        return stream()
+    if not is_gguf(shard):
+        return None
+
+    def blocks() -> Iterator[np.ndarray]:
+        from hccli.checkpoint.gguf_store import dequantize, quant_block
+
+        values, size = quant_block(info.dtype)
+        where = f"{shard.path}: tensor '{one_line(info.name)}'"
+        with source() as src:
+            for raw in iter_tensor_bytes(src, shard.header, info.name, max(1, chunk_elements // values) * size):
+                yield dequantize(raw, info.dtype, (len(raw) // size * values,), where).astype(np.float64)
+    return blocks()
 
 
 def read_base_scale(ckpt: Checkpoint, site: HcSiteTensors) -> tuple[np.ndarray, np.ndarray]:
