@@ -3,15 +3,18 @@ turns them into JSON)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from hccli.checkpoint.producers import ComponentTable
 from hccli.config.model import ConfigUnusable
 from hccli.inspect_hc import HcEntry
+from hccli.jsonable import OMIT_IF_NONE
 
-if TYPE_CHECKING:  # verify's modules load only for --verify
+if TYPE_CHECKING:  # verify's modules load only for --verify; --metadata's and --stats' when asked
     from hccli.checkpoint.findings import Finding
+    from hccli.inspect_meta import FileMetadata
+    from hccli.inspect_stats import TensorStats
 
 
 @dataclass(frozen=True)
@@ -93,10 +96,7 @@ class InspectDocument:
     transferred_bytes: int
     remote: RemoteInfo | None
     verified: bool
-
-
-@dataclass(frozen=True, slots=True)
-class InspectListDocument(InspectDocument):
-    """The document when tensors were listed: the list comes last."""
-
-    tensor_list: list[TensorRow]
+    # present when asked for (--metadata, --stats, a tensor selection); the list, ~100k rows, last
+    metadata: list[FileMetadata] | None = field(default=None, metadata=OMIT_IF_NONE)
+    stats: list[TensorStats] | None = field(default=None, metadata=OMIT_IF_NONE)
+    tensor_list: list[TensorRow] | None = field(default=None, metadata=OMIT_IF_NONE)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Callable, Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +22,6 @@ from hccli.inspect_doc import (
     DtypeTotal,
     GgufInfo,
     InspectDocument,
-    InspectListDocument,
     LayerNumbering,
     RemoteInfo,
     TensorRow,
@@ -34,6 +33,9 @@ from hccli.vocab import BACKBONE, STAGE, owner_of
 
 if TYPE_CHECKING:  # verify's modules load only for --verify
     from hccli.checkpoint.findings import Finding
+    from hccli.checkpoint.shardset import HcSiteTensors
+    from hccli.inspect_meta import FileMetadata
+    from hccli.inspect_stats import TensorStats
 
 
 def _build_tree(ckpt: Checkpoint) -> list[TreeNode]:
@@ -55,6 +57,17 @@ class InspectReport:
     hc_sites: int = 0  # HC sites found by name; those whose tensors yield no values are not in `hc`
     components: ComponentTable | None = None
     notes: list[str] = field(default_factory=list, repr=False, compare=False)  # warnings for people, not in JSON
+    metadata: list[FileMetadata] | None = None  # --metadata: each file's own
+    stats: list[TensorStats] | None = None  # --stats: the selected sites' HC tensors
+    sites: tuple[HcSiteTensors, ...] = field(default=(), repr=False, compare=False)  # the HC sites selected
+
+    def with_stats(self, progress: Callable[[int, int, str], None] | None = None) -> InspectReport:
+        """This report with the value statistics of its selected sites' HC tensors (read here, in
+        bounded chunks: a second pass the command shows its own progress for)."""
+        from hccli.inspect_stats import hc_stats
+
+        stats, notes = hc_stats(self.ckpt, list(self.sites), progress)
+        return replace(self, stats=stats, notes=[*self.notes, *notes])
 
     @property
     def tensors(self) -> dict:
@@ -105,9 +118,7 @@ class InspectReport:
                 cached_files=remote.transfer.cached_files, offline=remote.offline),
             verified=self.findings is not None,
         )
-        if self.rows is not None:
-            return InspectListDocument(**fields, tensor_list=self.rows)
-        return InspectDocument(**fields)
+        return InspectDocument(**fields, metadata=self.metadata, stats=self.stats, tensor_list=self.rows)
 
 
 def _columns(ckpt: Checkpoint) -> list[Columns]:
@@ -143,11 +154,13 @@ def build_inspect(
     dtype: str | None = None,
     list_tensors: bool = False,
     run_verify: bool = False,
+    metadata: bool = False,
     hc_layers: Collection[int] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> InspectReport:
     """`layers` selects tensors to list and `hc_layers` HC sites to read, by layer number
-    (stages after the backbone, the root head mix last); `dtype` as headers spell it."""
+    (stages after the backbone, the root head mix last); `dtype` as headers spell it; `metadata`:
+    each file's own metadata too (--stats: `with_stats` on the report)."""
     ckpt = open_checkpoint(path, config=config, progress=progress)
     n_layers, n_stages = ckpt.n_layers, ckpt.n_stages
     if layers is not None or hc_layers is not None:
@@ -194,5 +207,11 @@ def build_inspect(
         findings = verify(ckpt)
     else:  # (--verify words these as findings; unreadable parts the command warns of itself)
         notes = split_set_problems(ckpt, unreadable=False) + notes
+    meta = None
+    if metadata:
+        from hccli.inspect_meta import file_metadata
+
+        meta = file_metadata(ckpt)
     return InspectReport(ckpt, n_tensors, n_layers, n_stages, stored, logical, dtypes, rows,
-                         entries, findings, len(sites), components=table, notes=notes)
+                         entries, findings, len(sites), components=table, notes=notes, metadata=meta,
+                         sites=tuple(sites))

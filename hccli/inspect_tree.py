@@ -14,7 +14,6 @@ from hccli.checkpoint.header_types import DTYPES, Columns
 
 _INFO = itemgetter(1)
 _DTYPE, _SHAPE, _BEGIN, _END = attrgetter("dtype"), attrgetter("shape"), attrgetter("begin"), attrgetter("end")
-_PREFIXES = ("model", "decoder")  # transformers' and Megatron's roots above the layers
 
 
 def merged_columns(tensors: dict) -> Columns:
@@ -156,14 +155,23 @@ def build_tree_columns(columns: Iterable[Columns]) -> list[TreeNode]:
 
 
 def _member(name: str) -> tuple[str, str, int] | None:
-    """(root, member number, length of `root.number.`) of a member's tensor name, else None."""
+    """(root, member number, length of `root.number.`) of a member's tensor name, else None. The
+    root is everything before the name's first number that has a rest after it: `layers.3.`,
+    `model.layers.3.`, `vision.blocks.3.`, `language_model.model.layers.3.` (every repeated
+    numbered block collapses, whatever sits above it)."""
     key, _, tail = name.partition(".")
     num, dot, rest = tail.partition(".")
-    if dot and _number(num):
+    if not dot:
+        return None
+    if _number(num):
         return key, num, len(key) + len(num) + 2
-    second, dot, rest = rest.partition(".") if dot and key in _PREFIXES else ("", "", "")
-    if dot and _number(second):
-        return f"{key}.{num}", second, len(key) + len(num) + len(second) + 3
+    # deeper roots: rarer, so split only here
+    parts = rest.split(".")
+    at = len(key) + len(num) + 2
+    for i, part in enumerate(parts[:-1]):
+        if _number(part):
+            return name[:at - 1], part, at + len(part) + 1
+        at += len(part) + 1
     return None
 
 

@@ -82,7 +82,7 @@ def test_v4_head_mix_numbered_last(tmp_path):
 
 
 def test_human_output_and_tree(tiny_ckpt):
-    r = run_hc("inspect", tiny_ckpt)
+    r = run_hc("inspect", tiny_ckpt, "--tree")
     assert r.exit_code == 0
     out = r.stdout
     assert "layers.[0-7]" in out and "x8" in out

@@ -264,7 +264,7 @@ def test_inspect_prints_a_checkpoint_with_such_a_name(tmp_path, tiny_ckpt):
     shutil.copytree(tiny_ckpt, ck)
     (ck / "model.safetensors.index.json").unlink()
     write_shard(ck / "zz-odd.safetensors", [("layers.².odd", "F32", (1,), b"\0\0\0\0")])
-    r = run_hc("inspect", ck)
+    r = run_hc("inspect", ck, "--tree")
     assert r.exit_code == 0, r.stdout[-2000:]
     assert "layers.².odd" in r.stdout
 

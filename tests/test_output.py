@@ -74,7 +74,7 @@ def test_names_that_look_like_emoji_codes_are_printed_as_written(tmp_path):
     write_shard(d / "model.safetensors", [("layers.0.x:thumbs_up:", "F32", (1,), one),
                                           (":smile:.weight", "F32", (1,), one),
                                           ("[bold]a[/bold]\x1b[2J.weight", "F32", (1,), one)])
-    r = run_hc("inspect", d)
+    r = run_hc("inspect", d, "--tree")
     assert r.exit_code == 0, r.stdout[-2000:]
     assert "ck:smile:" in r.stdout and "x:thumbs_up:" in r.stdout and ":smile:.weight" in r.stdout
     assert "\U0001f604" not in r.stdout and "\U0001f44d" not in r.stdout

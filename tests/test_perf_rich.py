@@ -18,7 +18,7 @@ def test_non_ascii_digit_parts_print_not_crash(tmp_path):
     f = tmp_path / "odd.safetensors"
     names = ["layers.².w.weight", "layers.0.x.٣.weight", "model.layers.².w", "blocks.1.ffn.²"]
     write_shard(f, [(n, "F32", (1,), F32_ONE) for n in names])
-    r = run_hc("inspect", f)
+    r = run_hc("inspect", f, "--tree")
     assert r.exit_code == 0, r.stdout[-2000:]
     assert "layers.².w.weight" in r.stdout and "x.٣.weight" in r.stdout and "ffn.²" in r.stdout
 
@@ -34,7 +34,8 @@ def _reference(tensors):
     for name, (_, t) in tensors.items():
         parts = name.split(".")
         num = [p.isdigit() and p.isascii() and (p[0] != "0" or p == "0") for p in parts]  # canonical numbers
-        i = 1 if len(parts) > 2 and num[1] else 2 if len(parts) > 3 and num[2] and parts[0] in ("model", "decoder") else 0
+        # the root: every part before the first number that has a rest after it
+        i = next((k for k in range(1, len(parts) - 1) if num[k]), 0)
         if not i:
             tops.setdefault(name, [set(), {}, t])
             continue
@@ -84,7 +85,8 @@ def _columns_of(entries):
 
 
 _member_name = st.builds(lambda root, num, rest: f"{root}.{num}.{rest}" if rest else f"{root}.{num}",
-                         st.sampled_from(["layers", "mtp", "model.layers", "blk", "decoder.layers", "x"]),
+                         st.sampled_from(["layers", "mtp", "model.layers", "blk", "decoder.layers", "x",
+                                          "vision.blocks", "language_model.model.layers"]),
                          st.sampled_from(["0", "1", "2", "10", "9", "²", "03", "a"]),
                          st.lists(_part, max_size=4).map(".".join))
 

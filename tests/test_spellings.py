@@ -106,7 +106,7 @@ def test_release_decoy_by_safetensors(hc, tiny, tmp_path, num):
     _refused(hc, b, tiny, "layers.1.hc_attn_fn", f"layers.{num}.hc_attn_fn")
     _verified(hc, b, ("layers.1.hc_attn_fn", f"layers.{num}.hc_attn_fn"))
     assert hc("inspect", tiny, "--verify", "--json").exit_code == 0  # the untouched release: no finding
-    assert f"layers.{num}.hc_attn_fn" in hc("inspect", b).stdout  # the tree shows it apart, as written
+    assert f"layers.{num}.hc_attn_fn" in hc("inspect", b, "--tree").stdout  # the tree shows it apart, as written
 
 
 def test_tree_keeps_a_leading_zero_apart():

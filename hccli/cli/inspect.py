@@ -10,9 +10,13 @@ from hccli.cli.inspect_options import (
     HcLayerOpt,
     LayerOpt,
     LimitOpt,
+    MetadataOpt,
     NameOpt,
     PathArg,
+    QuietOpt,
+    StatsOpt,
     TensorsOpt,
+    TreeOpt,
     VerifyOpt,
 )
 from hccli.cli.options import JsonOpt, PlotOpt
@@ -24,11 +28,19 @@ EPILOG = """Examples:
 
   hc inspect /tmp/tiny --verify                    # exit 1 if an error-level finding exists
 
+  hc inspect /tmp/tiny --verify -q                 # the verdict and the findings only
+
+  hc inspect /tmp/tiny --tree                      # the tensors, repeated numbered blocks collapsed
+
   hc inspect /tmp/tiny --name '*.hc_attn_*' --layer 2-3
 
   hc inspect /tmp/tiny/model.safetensors.index.json --dtype F32 --json
 
   hc inspect /tmp/tiny --hc-layer 3                 # comb offsets and the comb matrix of layer 3
+
+  hc inspect /tmp/tiny --stats                      # min, max, mean, std, non-finite of every HC tensor
+
+  hc inspect model.gguf --metadata                  # the file's own key/values (safetensors: __metadata__)
 
   hc inspect hf://deepseek-ai/DeepSeek-V4.1-Flash --verify   # over HTTP ranges: headers and HC values only
 
@@ -53,16 +65,21 @@ def inspect_cmd(
     tensors: TensorsOpt = False,
     limit: LimitOpt = 50,
     hc_layer: HcLayerOpt = None,
+    tree: TreeOpt = False,
+    quiet: QuietOpt = False,
+    metadata: MetadataOpt = False,
+    stats: StatsOpt = False,
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
     """Read a checkpoint's headers (never its weights) and show what it holds.
 
-    A summary (shards, tensors, stored bytes, bytes per dtype, logical parameters),
-    a tree with repeated layers collapsed, and the hyper-connection section: per
-    layer and site the scale values, the base split into pre/post/comb offsets, and
-    the comb matrix the base alone yields (mixes = 0). Nothing is ever written into
-    the checkpoint's directory.
+    A summary (shards, tensors, stored bytes, bytes per dtype, logical parameters)
+    and the hyper-connection section: per layer and site the scale values, the base
+    split into pre/post/comb offsets, and the comb matrix the base alone yields
+    (mixes = 0). A selection (--name, --layer, --dtype, --tensors, --hc-layer,
+    --metadata, --stats) prints the summary line and what it selects only; --tree
+    adds the tree of tensors. Nothing is ever written into the checkpoint's directory.
     """
     from pathlib import Path
 
@@ -72,14 +89,21 @@ def inspect_cmd(
         from hccli.cli.options import check_plot
 
         check_plot(plot, forbidden_dir=guard)  # before any work: nothing printed when refused
+    from hccli.errors import HcError
+
+    if quiet and not verify:
+        raise HcError("--quiet prints --verify's verdict and findings only; add --verify (or leave out --quiet)")
     from hccli.cli.output import config_warning, emit_json, note, progress_bar, safe, show
     from hccli.inspect_report import build_inspect
 
     with progress_bar("reading headers", enabled=not json_out) as tick:
         report = build_inspect(
             path, config=config, name_glob=name, dtype=dtype, list_tensors=tensors,
-            layers=layer, hc_layers=hc_layer, run_verify=verify, progress=tick,
+            layers=layer, hc_layers=hc_layer, run_verify=verify, metadata=metadata, progress=tick,
         )
+    if stats:
+        with progress_bar("HC statistics", enabled=not json_out, in_bytes=True) as tick:
+            report = report.with_stats(tick)
     config_warning(report.ckpt.config_note)
     unreadable = [s for s in report.ckpt.shards if s.header is None]
     if unreadable and report.findings is None:
@@ -104,7 +128,8 @@ def inspect_cmd(
 
         filters = ", ".join(f for f in (f"name {name}" if name else "", f"dtype {dtype}" if dtype else "",
                                         "layers selected" if layer is not None else "") if f)
-        show(*render_inspect.renderables(report, limit=limit, detail=hc_layer is not None, filters=filters))
+        view = render_inspect.View(tree=tree, quiet=quiet, detail=hc_layer is not None, limit=limit, filters=filters)
+        show(*render_inspect.renderables(report, view))
     if figure is not None:
         from hccli.plot import write_plot
         from hccli.plot.model import plot_model

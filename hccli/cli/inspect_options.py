@@ -44,3 +44,12 @@ LimitOpt = Annotated[int, typer.Option("--limit", help="Rows of the tensor list 
 HcLayerOpt = Annotated[Optional[frozenset], typer.Option(
     "--hc-layer", parser=_layers("--hc-layer"), metavar="LAYERS",
     help="Show these layers' HC sites in full: base split into pre/post/comb and the comb matrix.")]
+TreeOpt = Annotated[bool, typer.Option(
+    "--tree", help="Show the tree of tensors, repeated numbered blocks collapsed (layers.[0-42], vision.blocks.[0-26]).")]
+QuietOpt = Annotated[bool, typer.Option(
+    "--quiet", "-q", help="With --verify: print the verdict and the findings only.")]
+MetadataOpt = Annotated[bool, typer.Option(
+    "--metadata", help="Show each file's own metadata: safetensors' __metadata__, a GGUF's key/values.")]
+StatsOpt = Annotated[bool, typer.Option(
+    "--stats", help="Value statistics of the HC tensors (min, max, mean, std, non-finite), read in bounded "
+                    "chunks; with --hc-layer, of those layers' sites.")]

@@ -1,8 +1,11 @@
 """The only place that prints: rich renderables for people, JSON for scripts.
 
-Numbers are never cut: piped output is not wrapped at all (a line there is data),
-and on a terminal a table column too narrow for its cells folds them onto a
-second line instead of ending them in "...".
+The one width rule, for stdout and stderr alike: `COLUMNS` when it is set (on a terminal or
+not); otherwise a terminal's own width, and no wrapping at all when piped (a line there is
+data). Whatever the width, nothing is cut and no word is split: a table's columns are never
+narrower than their widest word (than the whole cell where a column does not wrap: names,
+keys, numbers), cells wrap at spaces only, and a table that then needs more than the width runs
+past it whole; nothing ends in "..." (rich's cropping is off).
 """
 
 from __future__ import annotations
@@ -22,8 +25,20 @@ _stdout: Console | None = None
 _stderr: Console | None = None
 
 
-# Wide enough that no real line wraps; rich pads nothing to it (tables are not expanded).
+# Wide enough that no real line wraps; rich pads nothing to it (tables are not expanded). Also
+# the most COLUMNS is taken at.
 _PIPE_WIDTH = 100_000
+
+
+def width_for(is_terminal: bool) -> int | None:
+    """The one width rule (see the module's docstring): COLUMNS when set, a terminal's own width
+    (None: rich asks the terminal), or unwrapped when piped."""
+    import os
+
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit() and columns.isascii() and int(columns) > 0:
+        return min(int(columns), _PIPE_WIDTH)
+    return None if is_terminal else _PIPE_WIDTH
 
 
 def _console_class() -> type:
@@ -44,8 +59,7 @@ def console() -> Console:
     if _stdout is None:
         cls = _console_class()
         _stdout = cls(highlight=False, soft_wrap=False, emoji=False)
-        if not _stdout.is_terminal:
-            _stdout = cls(highlight=False, soft_wrap=False, emoji=False, width=_PIPE_WIDTH)
+        _stdout.width = width_for(_stdout.is_terminal) or _stdout.width
     return _stdout
 
 
@@ -55,6 +69,7 @@ def err_console() -> Console:
         from rich.console import Console
 
         _stderr = Console(stderr=True, highlight=False, emoji=False)
+        _stderr.width = width_for(_stderr.is_terminal) or _stderr.width
     return _stderr
 
 
@@ -81,28 +96,63 @@ def emit_json(obj: Any) -> None:
 
 
 def unclipped(r: Any) -> Any:
-    # A column's default overflow ends a long cell in "..."; a number cut that way is a
-    # wrong number, so every table here folds instead.
+    """A table under the width rule: no column narrower than its widest word (the whole cell, in a
+    column that does not wrap), nor the table than its title's; cells then wrap at spaces only.
+    (A column's default overflow would end a cell in "...", a wrong number; a column squeezed
+    under a word would fold a name or a key mid-word.)"""
     from rich.table import Table  # here, not at import: count-params starts without it
 
-    if isinstance(r, Table):
+    if not isinstance(r, Table):
+        return r
+    con = console()
+    if con.width < _PIPE_WIDTH:  # unwrapped, nothing is squeezed: nothing to measure
+        from rich.measure import Measurement
+
+        options = con.options.update_width(_PIPE_WIDTH)  # measured unclamped by the width
         for col in r.columns:
-            if col.overflow in ("ellipsis", "crop"):
-                col.overflow = "fold"
-            col.no_wrap = False
+            widest = Measurement.get(con, options, col.header).minimum if col.header else 0
+            for cell in col.cells:
+                m = Measurement.get(con, options, cell)
+                widest = max(widest, m.maximum if col.no_wrap else m.minimum)
+            col.min_width = max(col.min_width or 0, widest)
+        if r.title:
+            r.min_width = max(r.min_width or 0, Measurement.get(con, options, r.title).minimum)
+    for col in r.columns:
+        col.overflow = "fold"  # (never reached for a word: see above)
     return r
+
+
+def _print(con: Console, r: Any) -> None:
+    """One renderable under the width rule: one that needs more than the width (a word longer than
+    it, a table of such columns) is drawn at the width it needs, past the edge, whole."""
+    width = con.width
+    if width < _PIPE_WIDTH:
+        from rich.measure import Measurement
+
+        need = Measurement.get(con, con.options.update_width(_PIPE_WIDTH), r).minimum
+        if need > width:
+            con.width = need  # (print itself takes no width past the console's)
+            try:
+                con.print(r, crop=False)
+            finally:
+                con.width = width
+            return
+    con.print(r, crop=False)
 
 
 def show(*renderables: Any) -> None:
     with _writing_stdout():
         for r in renderables:
-            console().print(unclipped(r))
+            _print(console(), unclipped(r))
 
 
 def note(text: str, *, wrap: bool = True) -> None:
     """A side remark for people, on stderr so that stdout stays clean. wrap=False for a
     line that is data (a file name and its size): a script reads it whole."""
-    err_console().print(text, soft_wrap=not wrap)
+    if wrap:
+        _print(err_console(), text)
+    else:
+        err_console().print(text, soft_wrap=True)
 
 
 def config_warning(unusable: Any) -> None:
