@@ -19,6 +19,10 @@ SAMPLES = ROOT / "sample_configs"
 PUBLISHED = sorted(p for p in SAMPLES.glob("deepseek-*.json"))
 ALL_CONFIGS = sorted(SAMPLES.glob("*.json"))
 
+# The width rule takes COLUMNS when it is set, piped or not: a shell or CI that exports it would
+# wrap every CLI test's output. Tests see the piped default unless they set it themselves.
+os.environ.pop("COLUMNS", None)
+
 
 class Result:
     def __init__(self, r):
