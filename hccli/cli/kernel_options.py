@@ -16,15 +16,20 @@ import typer
 from hccli.cli.specs import parse_layers
 from hccli.errors import HcError
 from hccli.kernels.limits import MAX_HC_MULT, MAX_SINKHORN_ITERS
-from hccli.kernels.registry import ALIASES, IMPL_NAMES
+from hccli.kernels.registry import IMPL_NAMES, TABLE, canonical
 from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
 
 
 def _impl(value: str) -> str:
-    name = ALIASES.get(value, value)
-    if name not in IMPL_NAMES:
+    name = canonical(value)
+    if name is None:
         raise HcError(f"--impl {value!r} is unknown; expected one of {', '.join(IMPL_NAMES)}")
     return name
+
+
+def one_of(names: list[str]) -> str:
+    """'a, b or c'."""
+    return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else "".join(names)
 
 
 def _at_least(flag: str, minimum: int, maximum: int | None = None, why: str = ""):
@@ -77,9 +82,8 @@ def _site(value: str) -> str:
 
 _HC_WHY = f" (a real model's hc_mult is 4; {MAX_HC_MULT} is the most hc runs the op for)"
 
-ImplOpt = Annotated[str, typer.Option(
-    "--impl", callback=_impl, help="auto (the exact kernel on a CUDA GPU, else torch), exact (bit-identical to "
-    "block, fast), fast (within 1e-6, fastest), block (the published reference kernel's shape) or torch.")]
+ImplOpt = Annotated[str, typer.Option("--impl", callback=_impl, help=one_of(
+    [f"{i.name} ({i.says})" if i.says else i.name for i in TABLE]) + ".")]
 DeviceOpt = Annotated[Optional[str], typer.Option(
     "--device", help="cpu, cuda or cuda:N (default: chosen by --impl).")]
 SeedOpt = Annotated[int, typer.Option("--seed", callback=_at_least("--seed", 0), help="Seed of the random input.")]

@@ -141,3 +141,11 @@ def launcher(variant: str, hc_mult: int, sinkhorn_iters: int, eps: float, tiling
         _chunked(kernel, tl_build.LaunchArgs(flat, scale, base, (p2, q2, c2), (p2, q2, c2), flat.shape[0]))
 
     return run
+
+
+def timing(variant: str, hc_mult: int, sinkhorn_iters: int, eps: float, max_tokens: int) -> tuple[Any, Any]:
+    """(prepare, launch) for hc bench: the compiled kernel itself where max_tokens fit one launch, else
+    `launcher`'s chunks; comb as the kernel takes it, [n, hc*hc]."""
+    if max_tokens <= tl_build.CHUNK:
+        return tl_build.args_comb_flat, compiled(variant, hc_mult, sinkhorn_iters, eps)
+    return tl_build.args_comb_flat, launcher(variant, hc_mult, sinkhorn_iters, eps)
