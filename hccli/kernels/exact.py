@@ -20,19 +20,15 @@ token_math.exact_token; the memory movement token_kernels.py's.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from hccli.kernels.block import hc_split_sinkhorn_block as ref_program  # noqa: F401 - what it is tested against
-from hccli.kernels import token_kernels, token_launch
+from hccli.kernels import token_launch
 from hccli.kernels.token_kernels import EXACT_HC, shared_reciprocal_is_exact  # noqa: F401 - part of the kernel's story
 from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
 
 NAME = "exact"
-# what kernels/registry.py asks of a tilelang kernel's module
-SUPPORTED_HC = EXACT_HC
-check_supported = functools.partial(token_kernels.check_supported, NAME)
-timing = functools.partial(token_launch.timing, NAME)
+SUPPORTED_HC, check_supported, timing = token_launch.registered(NAME)
 
 
 def hc_split_sinkhorn_exact(mixes: Any, hc_scale: Any, hc_base: Any, hc_mult: int = DEFAULT_HC_MULT,

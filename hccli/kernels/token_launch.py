@@ -15,10 +15,11 @@ compiled kernel, so the results are the same.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, Callable
 
 from hccli.kernels import tl_build
-from hccli.kernels.token_kernels import DEFAULT_TILING, Tiling, check_supported, compiled
+from hccli.kernels.token_kernels import DEFAULT_TILING, Tiling, check_supported, compiled, supported_hc
 
 # (variant, hc_mult, sinkhorn_iters, eps, device index) -> _Ready
 _READY: dict[tuple, "_Ready"] = {}
@@ -149,3 +150,9 @@ def timing(variant: str, hc_mult: int, sinkhorn_iters: int, eps: float, max_toke
     if max_tokens <= tl_build.CHUNK:
         return tl_build.args_comb_flat, compiled(variant, hc_mult, sinkhorn_iters, eps)
     return tl_build.args_comb_flat, launcher(variant, hc_mult, sinkhorn_iters, eps)
+
+
+def registered(variant: str) -> tuple[tuple[int, ...], Callable[[int], None], Callable[..., Any]]:
+    """What kernels/registry.py asks of a kernel's module, for one variant: the stream counts it has a build
+    for, its refusal of the others, and its launch for hc bench (`timing` without the variant)."""
+    return supported_hc(variant), functools.partial(check_supported, variant), functools.partial(timing, variant)
