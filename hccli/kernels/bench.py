@@ -62,13 +62,31 @@ class BenchRow:
 
 
 @dataclass(frozen=True)
-class BenchResult:
-    mode: str  # "gpu" or "cpu"
+class Machine:
+    """Where and when a benchmark ran: the head of the split op's and the site's results alike."""
+
     device: str
     device_name: str
     driver: str | None
     versions: dict[str, str | None]
     date: str
+
+
+def result_json(result: Any) -> dict[str, Any]:
+    """A benchmark result's JSON document: its fields in order, the machine's keys where it stands."""
+    doc: dict[str, Any] = {}
+    for key, value in asdict(result).items():
+        if key == "machine":
+            doc.update(value)
+        else:
+            doc[key] = list(value) if isinstance(value, tuple) else value
+    return doc
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    mode: str  # "gpu" or "cpu"
+    machine: Machine
     hc_mult: int
     sinkhorn_iters: int
     eps: float
@@ -81,10 +99,14 @@ class BenchResult:
     host: tuple[Any, ...] = ()  # bench_host.HostRow, when asked for
 
     def to_json(self) -> dict[str, Any]:
-        doc = asdict(self)
-        doc["rows"] = [asdict(r) for r in self.rows]
-        doc["host"] = [asdict(r) for r in self.host]
-        return doc
+        return result_json(self)
+
+
+def machine(torch: Any, device: str) -> Machine:
+    """The machine a benchmark ran on, now (its date is the end of the run)."""
+    cuda = device.startswith("cuda")
+    return Machine(device, torch.cuda.get_device_name(device) if cuda else "cpu", driver() if cuda else None,
+                   versions(torch), datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
 
 
 def driver() -> str | None:
@@ -295,7 +317,6 @@ def run_bench(
     if progress:
         progress(total, total, "done")
 
-    name_of = torch.cuda.get_device_name(dev) if cuda else "cpu"
     statistic = (f"median over {reps} samples of the per-call time of back-to-back calls with "
                  f"preallocated outputs ({'CUDA events' if cuda else 'perf_counter'}), after {max(1, warmup)} "
                  f"warm-up calls; inputs rotated over sets of >= {ROTATE_BYTES >> 20} MiB in all")
@@ -305,7 +326,5 @@ def run_bench(
 
         host_rows = time_host(torch, dev, tuple(launchers), hc, sinkhorn_iters, eps, rows, reps)
     reference = IMPLS[ref_name].reference if ref_name else "nothing (no reference timed)"
-    return BenchResult("gpu" if cuda else "cpu", dev, name_of, driver() if cuda else None, versions(torch),
-                       datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                       hc, sinkhorn_iters, float(eps), bpt, copy_gbps, reference, statistic, tuple(rows), skipped,
-                       host_rows)
+    return BenchResult("gpu" if cuda else "cpu", machine(torch, dev), hc, sinkhorn_iters, float(eps), bpt, copy_gbps,
+                       reference, statistic, tuple(rows), skipped, host_rows)
