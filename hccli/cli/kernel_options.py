@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, List, Optional
+from typing import Annotated, Any, List, Optional
 
 import typer
 
@@ -65,6 +65,11 @@ def _input_file(flag: str):
     return check
 
 
+def _input_file_option(flag: str, help: str) -> Any:
+    """An optional path option read as an input file (a regular file, else one line naming the flag)."""
+    return Annotated[Optional[Path], typer.Option(flag, callback=_input_file(flag), help=help)]
+
+
 def _one_layer(text: str) -> int:
     # the layer-spec parser of every command, so that `--layer x` reads as it does for inspect
     layers = parse_layers(text, "--layer")
@@ -99,18 +104,13 @@ TokensOpt = Annotated[Optional[int], typer.Option(
 TokenListOpt = Annotated[Optional[List[int]], typer.Option(
     "--tokens", "-t", callback=_at_least("--tokens", 1), help="Token counts to time (repeat the option; default "
     "1, 64, 4096, 65536, 1M, 16M on a GPU, up to 65536 on the CPU).")]
-MixesOpt = Annotated[Optional[Path], typer.Option(
-    "--mixes", callback=_input_file("--mixes"),
-    help="Mixes [..., (2+hc)*hc] from a .safetensors (tensor `mixes`), .npy or .json file.")]
-HiddenFileOpt = Annotated[Optional[Path], typer.Option(
-    "--hidden-file", callback=_input_file("--hidden-file"),
-    help="Like --hidden, with the hidden state from a file (tensor `hidden`).")]
-ConfigOpt = Annotated[Optional[Path], typer.Option(
-    "--config", callback=_input_file("--config"),
-    help="Take hc_mult, iterations, eps and norm_eps from this config.json.")]
-CompareOpt = Annotated[Optional[Path], typer.Option(
-    "--compare", callback=_input_file("--compare"),
-    help="Re-run the inputs of a --save file and compare each output with the stored one (exit 1 beyond --atol).")]
+MixesOpt = _input_file_option(
+    "--mixes", "Mixes [..., (2+hc)*hc] from a .safetensors (tensor `mixes`), .npy or .json file.")
+HiddenFileOpt = _input_file_option(
+    "--hidden-file", "Like --hidden, with the hidden state from a file (tensor `hidden`).")
+ConfigOpt = _input_file_option("--config", "Take hc_mult, iterations, eps and norm_eps from this config.json.")
+CompareOpt = _input_file_option(
+    "--compare", "Re-run the inputs of a --save file and compare each output with the stored one (exit 1 beyond --atol).")
 SiteOpt = Annotated[str, typer.Option("--site", "-s", callback=_site, help="attn or ffn.")]
 LayerOpt = Annotated[Optional[int], typer.Option(
     "--layer", "-l", parser=_one_layer, metavar="LAYER",
