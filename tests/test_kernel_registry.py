@@ -154,3 +154,44 @@ def test_help_lists_the_table(hc):
     assert ("auto (the exact kernel on a CUDA GPU, else torch), exact (bit-identical to block, fast), fast "
             "(within 1e-6, fastest), block (the published reference kernel's shape) or torch.") in run_help
     assert "block, torch, exact or fast (repeat; default all that can run here)" in flat(hc("bench", "--help").stdout)
+
+
+# ---- the kernels' checked call (tl_build.launch_checked), its control flow on the CPU ----------
+
+@pytest.mark.parametrize("name", KERNELS)
+def test_the_checked_call_launches_on_the_tensors_device_and_returns_the_outputs(monkeypatch, name):
+    import contextlib
+
+    from hccli.kernels import block, tl_build, token_launch
+
+    entered = []
+
+    @contextlib.contextmanager
+    def device(d):
+        entered.append(str(d))
+        yield
+
+    def check_launch(what, mixes, scale, base, hc, iters, eps, out, *, flat_comb, align):
+        n = mixes.shape[0]
+        outputs = (torch.full((n, hc), float("nan")), torch.full((n, hc), float("nan")),
+                   torch.full((n, hc, hc), float("nan")))
+        dest = (outputs[0], outputs[1], outputs[2].view(n, hc * hc) if flat_comb else outputs[2])
+        return tl_build.LaunchArgs(mixes, scale, base, outputs, dest, n)
+
+    def kernel(flat, scale, base, pre, post, comb):
+        for i, t in enumerate((pre, post, comb)):
+            t.fill_(i + 1.0)
+
+    monkeypatch.setattr(tl_build, "check_launch", check_launch)
+    monkeypatch.setattr(torch.cuda, "device", device)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(block, "compiled", lambda *a: kernel)
+    monkeypatch.setattr(token_launch, "compiled", lambda *a: kernel)
+    monkeypatch.setattr(token_launch, "_READY", {})
+    pre, post, comb = registry.function(name)(torch.zeros(3, 24), torch.ones(3), torch.zeros(24), 4, 20, 1e-6)
+    assert entered == ["cpu"]  # the tensors' device made current for the launch
+    assert (pre == 1).all() and (post == 2).all() and (comb == 3).all() and comb.shape == (3, 4, 4)
+    assert list(token_launch._READY) == ([] if name == "block" else [(name, 4, 20, 1e-6, None)])
+    entered.clear()
+    empty = registry.function(name)(torch.zeros(0, 24), torch.ones(3), torch.zeros(24), 4, 20, 1e-6)
+    assert entered == [] and [tuple(t.shape) for t in empty] == [(0, 4), (0, 4), (0, 4, 4)]

@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from hccli.errors import HcError
 from hccli.extras import install_hint
-from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
+from hccli.vocab import DEFAULT_HC_MULT
 
 
 @dataclass(frozen=True)
@@ -105,16 +105,9 @@ class KernelImpl:
     device: str  # "cuda:0", "cpu", ...
     reason: str  # one line: how the choice was made
 
-    def run(
-        self,
-        mixes: Any,
-        scale: Any,
-        base: Any,
-        hc_mult: int = DEFAULT_HC_MULT,
-        iters: int = DEFAULT_SINKHORN_ITERS,
-        eps: float = DEFAULT_HC_EPS,
-    ) -> tuple[Any, Any, Any]:
-        """(pre, post, comb) as torch tensors on self.device; inputs may be numpy or torch."""
+    def run(self, mixes: Any, scale: Any, base: Any, *op: Any) -> tuple[Any, Any, Any]:
+        """(pre, post, comb) as torch tensors on self.device; inputs may be numpy or torch. op: hc_mult,
+        sinkhorn_iters, eps, passed to the public call as given (its defaults for those left out)."""
         import torch
 
         from hccli.kernels.torch_ref import as_float_tensor
@@ -122,7 +115,7 @@ class KernelImpl:
         mixes_t = as_float_tensor(mixes, "mixes", dtype=torch.float32, device=self.device)
         scale_t = as_float_tensor(scale, "hc_scale", dtype=torch.float32, device=self.device)
         base_t = as_float_tensor(base, "hc_base", dtype=torch.float32, device=self.device)
-        return function(self.name)(mixes_t, scale_t, base_t, hc_mult, iters, eps)
+        return function(self.name)(mixes_t, scale_t, base_t, *op)
 
 
 def _import_torch() -> Any:

@@ -104,22 +104,17 @@ def _fast(r: _Ready, mixes: Any, scale: Any, base: Any, out: tuple[Any, Any, Any
 
 def _checked(variant: str, mixes: Any, hc_scale: Any, hc_base: Any, hc_mult: int, sinkhorn_iters: int, eps: float,
              out: tuple[Any, Any, Any] | None, tiling: Tiling) -> tuple[Any, Any, Any]:
-    import torch
-
     check_supported(variant, hc_mult)
-    args = tl_build.check_launch(f"the {variant} kernel", mixes, hc_scale, hc_base, hc_mult, sinkhorn_iters, eps,
-                                 out, flat_comb=True, align=True)
-    if args.n:
-        kernel = compiled(variant, hc_mult, sinkhorn_iters, eps, tiling)
-        if mixes.device.index == torch.cuda.current_device():
-            _chunked(kernel, args)
-        else:
-            with torch.cuda.device(mixes.device):  # launch on the tensors' GPU, not the current one
-                _chunked(kernel, args)
-        if tiling is DEFAULT_TILING:
-            key = (variant, hc_mult, sinkhorn_iters, eps, mixes.device.index)
-            if key not in _READY:
-                _READY[key] = _Ready(torch, kernel, mixes.device, hc_mult)
+    args, kernel = tl_build.launch_checked(f"the {variant} kernel",
+                                           lambda: compiled(variant, hc_mult, sinkhorn_iters, eps, tiling), _chunked,
+                                           mixes, hc_scale, hc_base, hc_mult, sinkhorn_iters, eps, out,
+                                           flat_comb=True, align=True)
+    if kernel is not None and tiling is DEFAULT_TILING:
+        key = (variant, hc_mult, sinkhorn_iters, eps, mixes.device.index)
+        if key not in _READY:
+            import torch
+
+            _READY[key] = _Ready(torch, kernel, mixes.device, hc_mult)
     return args.finish()
 
 
