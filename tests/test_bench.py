@@ -4,7 +4,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from hccli.kernels.bench import ALL_IMPLS, NO_GPU, bytes_per_token  # noqa: E402
+from hccli.kernels.bench import NO_GPU, bytes_per_token  # noqa: E402
 
 no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="tests the behaviour without a GPU")
 
@@ -75,9 +75,9 @@ def test_bad_options_are_one_line_errors(hc, args, needle):
 
 def test_bench_names_the_kernels_as_run_kernel_does():
     # one name per kernel everywhere: what hc bench times is what --impl of run-kernel runs
-    from hccli.kernels.registry import IMPL_NAMES, KERNEL_NAMES
+    from hccli.kernels.registry import IMPL_NAMES, IMPLS, TIMED
 
-    assert set(ALL_IMPLS) == set(KERNEL_NAMES) | {"torch"} and set(ALL_IMPLS) <= set(IMPL_NAMES)
+    assert set(TIMED) == {n for n in IMPL_NAMES if IMPLS[n].module} == {"block", "torch", "exact", "fast"}
 
 
 def test_host_time_on_the_cpu(hc):
@@ -100,3 +100,27 @@ def test_nothing_to_time_is_the_line_run_kernel_gives(hc, impl):
     same = hc("run-kernel", "--device", "cpu", "--impl", impl)
     assert r.stderr == same.stderr and same.exit_code == 2 and r.stderr.count("\n") == 1
     assert "runs on CUDA devices only" in r.stderr
+
+
+def test_both_results_open_with_the_machine_in_their_json_and_tables():
+    # one Machine for the split op's and the site's results; their JSON keeps its flat keys in their places
+    from rich.console import Console
+
+    from hccli.cli import render_bench, render_bench_site
+    from hccli.kernels.bench import BenchResult, Machine
+    from hccli.kernels.bench_site import SiteBenchResult
+
+    m = Machine("cuda:0", "NVIDIA [bold]H200", "[580]", {"torch": "2", "cuda": "12", "tilelang": "0.1"}, "now")
+    split = BenchResult("gpu", m, 4, 20, 1e-6, 192, 4000.0, "the torch reference", "median", (), {}, ())
+    site = SiteBenchResult("site-pre", m, 4, 5120, "bfloat16", 20, 1e-6, 1e-20, 51280, 4191.0, "median", (), {})
+    head = ["device", "device_name", "driver", "versions", "date"]
+    assert list(split.to_json()) == ["mode", *head, "hc_mult", "sinkhorn_iters", "eps", "bytes_per_token",
+                                     "copy_gbps", "reference", "statistic", "rows", "skipped", "host"]
+    assert list(site.to_json()) == ["op", *head, "hc_mult", "dim", "stream", "sinkhorn_iters", "eps", "norm_eps",
+                                    "bytes_per_token", "copy_gbps", "statistic", "rows", "skipped", "host"]
+    assert split.to_json()["versions"] == m.versions and site.to_json()["rows"] == []
+    for renderables in (render_bench.renderables(split), render_bench_site.renderables(site)):
+        console = Console(record=True, width=200)
+        console.print(next(iter(renderables)))
+        assert console.export_text().strip() == ("NVIDIA [bold]H200 (cuda:0, driver [580]); torch 2, CUDA 12, "
+                                                 "tilelang 0.1")

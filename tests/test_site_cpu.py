@@ -149,11 +149,12 @@ def test_site_bench_renders_rows_errors_and_what_was_skipped():
     from rich.console import Console
 
     from hccli.cli import render_bench_site
+    from hccli.kernels.bench import Machine
     from hccli.kernels.bench_site import SiteBenchResult, SiteRow
 
     row = SiteRow("site_pre", "delayed", 8192, 0.134, 0.13, 10, 15, 61e6, 3130.0, 74.7, 21.1,
                   {"mixes": 2.1e-6, "collapsed": 0.023}, {"collapsed": 0.5}, {"pre": True, "collapsed": False})
-    result = SiteBenchResult("site-pre", "cuda:0", "NVIDIA [bold]H200", "580", {"torch": "2"}, "now", 4, 5120,
+    result = SiteBenchResult("site-pre", Machine("cuda:0", "NVIDIA [bold]H200", "580", {"torch": "2"}, "now"), 4, 5120,
                              "bfloat16", 20, 1e-6, 1e-20, 51280, 4191.0, "median", (row,),
                              {"tilekernels": "tile_kernels does not import (ModuleNotFoundError: x)"})
     console = Console(record=True, width=250)

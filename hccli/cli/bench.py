@@ -1,4 +1,4 @@
-"""`hc bench`: time the split-Sinkhorn implementations (block, torch, exact, fast) on a GPU, or with
+"""`hc bench`: time the split-Sinkhorn implementations (kernels/registry.py's table) on a GPU, or with
 --op site-pre / site-write the site's kernels beside the eager chain and TileKernels."""
 
 
@@ -7,10 +7,10 @@ from typing import Annotated, List, Optional
 import typer
 
 from hccli.cli.app import app
-from hccli.cli.kernel_options import EpsOpt, HcMultOpt, ItersOpt, SeedOpt, TokenListOpt, _at_least, _eps
+from hccli.cli.kernel_options import EpsOpt, HcMultOpt, ItersOpt, SeedOpt, TokenListOpt, _at_least, _eps, one_of
 from hccli.cli.options import JsonOpt
 from hccli.errors import HcError
-from hccli.kernels.registry import ALIASES
+from hccli.kernels.registry import TIMED, canonical
 from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
 
 SITE_NORM_EPS = 1e-20  # V4.1-Flash's norm_eps, the shapes the site benchmark is about
@@ -61,7 +61,7 @@ def bench_cmd(
                                                       help="The RMS statistic's eps for --op site-pre (default "
                                                       "1e-20, V4.1-Flash's).")] = None,
     tokens: TokenListOpt = None,
-    impl: Annotated[Optional[List[str]], typer.Option("--impl", help="block, torch, exact or fast (repeat; "
+    impl: Annotated[Optional[List[str]], typer.Option("--impl", help=f"{one_of(list(TIMED))} (repeat; "
                                                       "default all that can run here); for --op site-*: eager, "
                                                       "tilekernels, site_pre / site_write.")] = None,
     device: Annotated[Optional[str], typer.Option("--device", help="cuda, cuda:N or cpu (default: the first "
@@ -93,7 +93,7 @@ def bench_cmd(
     """
     from hccli.cli import render_bench
     from hccli.cli.output import emit_json, progress_bar, show
-    from hccli.kernels.bench import ALL_IMPLS, run_bench
+    from hccli.kernels.bench import run_bench
 
     if op != "split":
         _site(op, dim, dtype, norm_eps, tokens, impl, device, hc_mult, iters, eps, reps, warmup, seed, host,
@@ -101,9 +101,9 @@ def bench_cmd(
         return
 
     for name in impl or ():
-        if ALIASES.get(name, name) not in ALL_IMPLS:
-            raise HcError(f"--impl {name!r} is unknown to hc bench; expected some of {', '.join(ALL_IMPLS)}")
-    names = tuple(ALIASES.get(n, n) for n in impl) if impl else ALL_IMPLS
+        if canonical(name) not in TIMED:
+            raise HcError(f"--impl {name!r} is unknown to hc bench; expected some of {', '.join(TIMED)}")
+    names = tuple(canonical(n) for n in impl) if impl else TIMED
     with progress_bar("timing") as tick:
         result = run_bench(tuple(tokens) if tokens else None, names,
                            hc_mult=DEFAULT_HC_MULT if hc_mult is None else hc_mult,

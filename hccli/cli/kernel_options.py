@@ -9,22 +9,27 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Annotated, List, Optional
+from typing import Annotated, Any, List, Optional
 
 import typer
 
 from hccli.cli.specs import parse_layers
 from hccli.errors import HcError
 from hccli.kernels.limits import MAX_HC_MULT, MAX_SINKHORN_ITERS
-from hccli.kernels.registry import ALIASES, IMPL_NAMES
+from hccli.kernels.registry import IMPL_NAMES, TABLE, canonical
 from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
 
 
 def _impl(value: str) -> str:
-    name = ALIASES.get(value, value)
-    if name not in IMPL_NAMES:
+    name = canonical(value)
+    if name is None:
         raise HcError(f"--impl {value!r} is unknown; expected one of {', '.join(IMPL_NAMES)}")
     return name
+
+
+def one_of(names: list[str]) -> str:
+    """'a, b or c'."""
+    return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else "".join(names)
 
 
 def _at_least(flag: str, minimum: int, maximum: int | None = None, why: str = ""):
@@ -60,6 +65,11 @@ def _input_file(flag: str):
     return check
 
 
+def _input_file_option(flag: str, help: str) -> Any:
+    """An optional path option read as an input file (a regular file, else one line naming the flag)."""
+    return Annotated[Optional[Path], typer.Option(flag, callback=_input_file(flag), help=help)]
+
+
 def _one_layer(text: str) -> int:
     # the layer-spec parser of every command, so that `--layer x` reads as it does for inspect
     layers = parse_layers(text, "--layer")
@@ -77,9 +87,8 @@ def _site(value: str) -> str:
 
 _HC_WHY = f" (a real model's hc_mult is 4; {MAX_HC_MULT} is the most hc runs the op for)"
 
-ImplOpt = Annotated[str, typer.Option(
-    "--impl", callback=_impl, help="auto (the exact kernel on a CUDA GPU, else torch), exact (bit-identical to "
-    "block, fast), fast (within 1e-6, fastest), block (the published reference kernel's shape) or torch.")]
+ImplOpt = Annotated[str, typer.Option("--impl", callback=_impl, help=one_of(
+    [f"{i.name} ({i.says})" if i.says else i.name for i in TABLE]) + ".")]
 DeviceOpt = Annotated[Optional[str], typer.Option(
     "--device", help="cpu, cuda or cuda:N (default: chosen by --impl).")]
 SeedOpt = Annotated[int, typer.Option("--seed", callback=_at_least("--seed", 0), help="Seed of the random input.")]
@@ -95,18 +104,13 @@ TokensOpt = Annotated[Optional[int], typer.Option(
 TokenListOpt = Annotated[Optional[List[int]], typer.Option(
     "--tokens", "-t", callback=_at_least("--tokens", 1), help="Token counts to time (repeat the option; default "
     "1, 64, 4096, 65536, 1M, 16M on a GPU, up to 65536 on the CPU).")]
-MixesOpt = Annotated[Optional[Path], typer.Option(
-    "--mixes", callback=_input_file("--mixes"),
-    help="Mixes [..., (2+hc)*hc] from a .safetensors (tensor `mixes`), .npy or .json file.")]
-HiddenFileOpt = Annotated[Optional[Path], typer.Option(
-    "--hidden-file", callback=_input_file("--hidden-file"),
-    help="Like --hidden, with the hidden state from a file (tensor `hidden`).")]
-ConfigOpt = Annotated[Optional[Path], typer.Option(
-    "--config", callback=_input_file("--config"),
-    help="Take hc_mult, iterations, eps and norm_eps from this config.json.")]
-CompareOpt = Annotated[Optional[Path], typer.Option(
-    "--compare", callback=_input_file("--compare"),
-    help="Re-run the inputs of a --save file and compare each output with the stored one (exit 1 beyond --atol).")]
+MixesOpt = _input_file_option(
+    "--mixes", "Mixes [..., (2+hc)*hc] from a .safetensors (tensor `mixes`), .npy or .json file.")
+HiddenFileOpt = _input_file_option(
+    "--hidden-file", "Like --hidden, with the hidden state from a file (tensor `hidden`).")
+ConfigOpt = _input_file_option("--config", "Take hc_mult, iterations, eps and norm_eps from this config.json.")
+CompareOpt = _input_file_option(
+    "--compare", "Re-run the inputs of a --save file and compare each output with the stored one (exit 1 beyond --atol).")
 SiteOpt = Annotated[str, typer.Option("--site", "-s", callback=_site, help="attn or ffn.")]
 LayerOpt = Annotated[Optional[int], typer.Option(
     "--layer", "-l", parser=_one_layer, metavar="LAYER",

@@ -9,7 +9,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hccli.cli.output import markup, safe
-from hccli.kernels.bench import BenchResult, BenchRow
+from hccli.kernels.bench import BenchResult, BenchRow, Machine
 
 
 
@@ -49,12 +49,16 @@ def _diff(r: BenchRow, ref_impl: str) -> str:
     return f"{worst:.2g} ({r.differing:,} differ)"
 
 
+def machine_line(m: Machine) -> Any:
+    """The device, driver and versions a benchmark ran with: the first line of both bench tables."""
+    v = m.versions
+    driver = f", driver {safe(m.driver)}" if m.driver else ""
+    return markup(f"[bold]{safe(m.device_name)}[/] ({safe(m.device)}{driver}); torch {safe(str(v.get('torch')))}, "
+                  f"CUDA {safe(str(v.get('cuda')))}, tilelang {safe(str(v.get('tilelang')))}")
+
+
 def renderables(result: BenchResult) -> Iterator[Any]:
-    v = result.versions
-    driver = f", driver {result.driver}" if result.driver else ""
-    yield markup(
-        f"[bold]{safe(result.device_name)}[/] ({result.device}{driver}); torch {v.get('torch')}, "
-        f"CUDA {v.get('cuda')}, tilelang {v.get('tilelang')}")
+    yield machine_line(result.machine)
     yield Text(f"hc_mult {result.hc_mult}, {result.sinkhorn_iters} Sinkhorn iterations, eps {result.eps:g}; "
                f"{result.bytes_per_token} bytes a token; copy bandwidth {result.copy_gbps:,.0f} GB/s "
                "(measured now, read + write)")

@@ -8,8 +8,7 @@ from typing import Any, Iterator
 from rich.table import Table
 from rich.text import Text
 
-from hccli.cli.output import markup, safe
-from hccli.cli.render_bench import _host_table, _rate, _tokens, rows_by_tokens
+from hccli.cli.render_bench import _host_table, _rate, _tokens, machine_line, rows_by_tokens
 from hccli.kernels.bench_site import SiteBenchResult, SiteRow
 
 
@@ -35,10 +34,7 @@ def _identical(r: SiteRow) -> str:
 
 
 def renderables(result: SiteBenchResult) -> Iterator[Any]:
-    v = result.versions
-    driver = f", driver {result.driver}" if result.driver else ""
-    yield markup(f"[bold]{safe(result.device_name)}[/] ({result.device}{driver}); torch {v.get('torch')}, "
-                 f"CUDA {v.get('cuda')}, tilelang {v.get('tilelang')}")
+    yield machine_line(result.machine)
     what = "pre step (rms, projection, split, collapse)" if result.op == "site-pre" else "write-back"
     yield Text(f"{result.op}: the site's {what}; hc {result.hc_mult}, dim {result.dim}, {result.stream} streams, "
                f"{result.sinkhorn_iters} Sinkhorn iterations, eps {result.eps:g}, norm_eps {result.norm_eps:g}; "

@@ -34,7 +34,6 @@ from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS,
 
 GPU_TOKENS = (1, 64, 4096, 65536, 1 << 20, 1 << 24)
 CPU_TOKENS = (1, 64, 4096, 65536)
-ALL_IMPLS = ("block", "torch", "exact", "fast")
 ROTATE_BYTES = 256 << 20  # inputs + outputs rotated per (impl, n): 5x the H200's 50 MB L2
 SAMPLE_MS = 2.0  # aim of one timed sample (calls back to back)
 NO_GPU = ("no CUDA GPU here: hc bench times the tilelang kernels on a GPU; "
@@ -63,13 +62,31 @@ class BenchRow:
 
 
 @dataclass(frozen=True)
-class BenchResult:
-    mode: str  # "gpu" or "cpu"
+class Machine:
+    """Where and when a benchmark ran: the head of the split op's and the site's results alike."""
+
     device: str
     device_name: str
     driver: str | None
     versions: dict[str, str | None]
     date: str
+
+
+def result_json(result: Any) -> dict[str, Any]:
+    """A benchmark result's JSON document: its fields in order, the machine's keys where it stands."""
+    doc: dict[str, Any] = {}
+    for key, value in asdict(result).items():
+        if key == "machine":
+            doc.update(value)
+        else:
+            doc[key] = list(value) if isinstance(value, tuple) else value
+    return doc
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    mode: str  # "gpu" or "cpu"
+    machine: Machine
     hc_mult: int
     sinkhorn_iters: int
     eps: float
@@ -82,10 +99,14 @@ class BenchResult:
     host: tuple[Any, ...] = ()  # bench_host.HostRow, when asked for
 
     def to_json(self) -> dict[str, Any]:
-        doc = asdict(self)
-        doc["rows"] = [asdict(r) for r in self.rows]
-        doc["host"] = [asdict(r) for r in self.host]
-        return doc
+        return result_json(self)
+
+
+def machine(torch: Any, device: str) -> Machine:
+    """The machine a benchmark ran on, now (its date is the end of the run)."""
+    cuda = device.startswith("cuda")
+    return Machine(device, torch.cuda.get_device_name(device) if cuda else "cpu", driver() if cuda else None,
+                   versions(torch), datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"))
 
 
 def driver() -> str | None:
@@ -152,44 +173,29 @@ def copy_bandwidth(torch: Any, device: str, nbytes: int, reps: int = 10) -> floa
 def _impl_launchers(torch: Any, names: tuple[str, ...], hc: int, iters: int, eps: float, cuda: bool,
                     skipped: dict[str, str], max_tokens: int) -> dict[str, tuple[Callable[..., Any], Callable[..., None]]]:
     """name -> (prepare, launch): prepare(mixes, scale, base, pre, post, comb) -> args, once per input set
-    (views made there, not in the timed calls); launch(*args) runs the op into pre, post and comb."""
-    from hccli.kernels.torch_ref import hc_split_sinkhorn_torch
-
-    def as_is(*args: Any) -> tuple[Any, ...]:
-        return args
+    (views made there, not in the timed calls); launch(*args) runs the op into pre, post and comb, except
+    the torch reference's, which allocates its outputs as every caller of it does."""
+    from hccli.kernels import registry
+    from hccli.kernels.tl_build import args_as_given
 
     launchers: dict[str, tuple[Callable[..., Any], Callable[..., None]]] = {}
     for name in names:
-        if name == "torch":
-            def run_torch(m: Any, s: Any, b: Any, p: Any, q: Any, c: Any) -> None:
-                hc_split_sinkhorn_torch(m, s, b, hc, iters, eps)
-            launchers[name] = (as_is, run_torch)
+        if not registry.IMPLS[name].tilelang:
+            def run_reference(m: Any, s: Any, b: Any, p: Any, q: Any, c: Any,
+                              public: Callable[..., Any] = registry.function(name)) -> None:
+                public(m, s, b, hc, iters, eps)
+            launchers[name] = (args_as_given, run_reference)
             continue
         if not cuda:
             skipped[name] = "needs a CUDA GPU"
             continue
-        from hccli.kernels.registry import kernel_supports, tilelang_problem
-
-        problem = tilelang_problem()
+        problem = registry.tilelang_problem()
         if problem:
             skipped[name] = f"tilelang does not import ({problem})"
-        elif not kernel_supports(name, hc):
+        elif not registry.kernel_supports(name, hc):
             skipped[name] = f"no build for hc_mult {hc}"
-        elif name == "block":
-            from hccli.kernels.block import compiled
-
-            launchers[name] = (as_is, compiled(hc, iters, eps))
-        else:
-            # the compiled kernel itself, as for block: the same launch path for both
-            from hccli.kernels.tl_build import CHUNK
-            from hccli.kernels.token_kernels import compiled as compiled_tokens
-            from hccli.kernels.token_launch import launcher
-
-            def flat_comb(m: Any, s: Any, b: Any, p: Any, q: Any, c: Any) -> tuple[Any, ...]:
-                return m, s, b, p, q, c.view(c.shape[0], -1)
-
-            raw = max_tokens <= CHUNK
-            launchers[name] = (flat_comb, compiled_tokens(name, hc, iters, eps) if raw else launcher(name, hc, iters, eps))
+        else:  # the compiled kernel itself, the same launch path for every kernel
+            launchers[name] = registry.timing(name, hc, iters, eps, max_tokens)
     return launchers
 
 
@@ -206,7 +212,7 @@ def _diff(torch: Any, got: tuple[Any, ...], want: tuple[Any, ...]) -> tuple[dict
 
 def run_bench(
     tokens: tuple[int, ...] | None = None,
-    impls: tuple[str, ...] = ALL_IMPLS,
+    impls: tuple[str, ...] | None = None,
     *,
     hc_mult: int = DEFAULT_HC_MULT,
     sinkhorn_iters: int = DEFAULT_SINKHORN_ITERS,
@@ -218,14 +224,16 @@ def run_bench(
     host: bool = False,
     progress: Callable[[int, int, str], None] | None = None,
 ) -> BenchResult:
-    """Time `impls` at each token count; HcError without a GPU unless device is cpu."""
+    """Time `impls` (default every one registry.TIMED names) at each token count; HcError without a GPU
+    unless device is cpu."""
+    from hccli.kernels.registry import IMPLS, TIMED, _import_torch, _normalise_device, function
     from hccli.kernels.torch_ref import check_op_params
-    from hccli.kernels.registry import _import_torch, _normalise_device
 
     check_op_params(hc_mult, sinkhorn_iters, eps)
+    impls = TIMED if impls is None else impls
     for name in impls:
-        if name not in ALL_IMPLS:
-            raise HcError(f"implementation {name!r} is unknown to hc bench; expected some of {', '.join(ALL_IMPLS)}")
+        if name not in TIMED:
+            raise HcError(f"implementation {name!r} is unknown to hc bench; expected some of {', '.join(TIMED)}")
     if reps < 1 or warmup < 0:
         raise HcError(f"reps {reps} / warmup {warmup}: expected reps >= 1 and warmup >= 0")
     torch = _import_torch()
@@ -243,7 +251,7 @@ def run_bench(
     hc, width = hc_mult, mix_width(hc_mult)
     bpt = bytes_per_token(hc)
     skipped: dict[str, str] = {}
-    names = tuple(n for n in ALL_IMPLS if n in impls)  # reference first: the others compare with it
+    names = tuple(n for n in TIMED if n in impls)  # references first: the others compare with one
     launchers = _impl_launchers(torch, names, hc, sinkhorn_iters, eps, cuda, skipped, max(tokens))
     if not launchers:  # nothing can be timed here: say why as run-kernel does for the same --impl
         from hccli.kernels.registry import resolve_impl
@@ -251,7 +259,7 @@ def run_bench(
         for name in names:
             resolve_impl(name, dev, hc)
         raise HcError(f"nothing to time on {dev}: {'; '.join(f'{n} {why}' for n, why in skipped.items())}")
-    ref_name = "block" if "block" in launchers else ("torch" if "torch" in launchers else None)
+    ref_name = next((n for n in launchers if IMPLS[n].reference), None)
     samples = timer(torch, cuda)
     copy_gbps = copy_bandwidth(torch, dev, (1 << 30) if cuda else (256 << 20))
 
@@ -285,10 +293,8 @@ def run_bench(
             mixes0, outs0 = sets[0]
             for t in outs0:
                 t.fill_(float("nan"))
-            if name == "torch":
-                from hccli.kernels.torch_ref import hc_split_sinkhorn_torch
-
-                got = hc_split_sinkhorn_torch(mixes0, scale, base, hc, sinkhorn_iters, eps)
+            if not IMPLS[name].tilelang:  # the reference returns its outputs
+                got = function(name)(mixes0, scale, base, hc, sinkhorn_iters, eps)
             else:
                 call(0)
                 got = tuple(t.clone() for t in outs0)
@@ -311,7 +317,6 @@ def run_bench(
     if progress:
         progress(total, total, "done")
 
-    name_of = torch.cuda.get_device_name(dev) if cuda else "cpu"
     statistic = (f"median over {reps} samples of the per-call time of back-to-back calls with "
                  f"preallocated outputs ({'CUDA events' if cuda else 'perf_counter'}), after {max(1, warmup)} "
                  f"warm-up calls; inputs rotated over sets of >= {ROTATE_BYTES >> 20} MiB in all")
@@ -320,9 +325,6 @@ def run_bench(
         from hccli.kernels.bench_host import time_host
 
         host_rows = time_host(torch, dev, tuple(launchers), hc, sinkhorn_iters, eps, rows, reps)
-    reference = {"block": "the block kernel (the published reference kernel's shape)",
-                 "torch": "the torch reference", None: "nothing (no reference timed)"}[ref_name]
-    return BenchResult("gpu" if cuda else "cpu", dev, name_of, driver() if cuda else None, versions(torch),
-                       datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                       hc, sinkhorn_iters, float(eps), bpt, copy_gbps, reference, statistic, tuple(rows), skipped,
-                       host_rows)
+    reference = IMPLS[ref_name].reference if ref_name else "nothing (no reference timed)"
+    return BenchResult("gpu" if cuda else "cpu", machine(torch, dev), hc, sinkhorn_iters, float(eps), bpt, copy_gbps,
+                       reference, statistic, tuple(rows), skipped, host_rows)

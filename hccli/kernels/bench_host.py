@@ -54,8 +54,7 @@ def _host_us(torch: Any, cuda: bool, fn: Callable[[], Any], calls: int, reps: in
 
 def time_host(torch: Any, device: str, names: tuple[str, ...], hc: int, iters: int, eps: float,
               gpu_rows: list[Any], reps: int) -> tuple[HostRow, ...]:
-    from hccli.kernels.registry import kernel_function
-    from hccli.kernels.torch_ref import hc_split_sinkhorn_torch
+    from hccli.kernels.registry import IMPLS, function, timing
 
     cuda = device.startswith("cuda")
     gpu_ms = {(r.impl, r.tokens): r.ms for r in gpu_rows}
@@ -68,16 +67,16 @@ def time_host(torch: Any, device: str, names: tuple[str, ...], hc: int, iters: i
         outs = tuple(torch.empty(s, device=device) for s in ((n, hc), (n, hc), (n, hc, hc)))
         for name in names:
             raw_us = None
-            if name == "torch":
+            public = function(name)
+            if not IMPLS[name].tilelang:  # the reference: no out=, and slower: fewer calls a sample
                 calls = max(10, CALLS // 10)
 
-                def call() -> Any:
-                    return hc_split_sinkhorn_torch(mixes, scale, base, hc, iters, eps)
+                def call(public: Callable[..., Any] = public) -> Any:
+                    return public(mixes, scale, base, hc, iters, eps)
 
                 alloc = call
             else:
                 calls = CALLS
-                public = kernel_function(name)
 
                 def call(public: Callable[..., Any] = public) -> Any:
                     return public(mixes, scale, base, hc, iters, eps, out=outs)
@@ -85,7 +84,8 @@ def time_host(torch: Any, device: str, names: tuple[str, ...], hc: int, iters: i
                 def alloc(public: Callable[..., Any] = public) -> Any:
                     return public(mixes, scale, base, hc, iters, eps)
 
-                raw_kernel, raw_args = _raw(name, hc, iters, eps, mixes, scale, base, outs)
+                prepare, raw_kernel = timing(name, hc, iters, eps, n)
+                raw_args = prepare(mixes, scale, base, *outs)
                 call()  # the first call compiles and fills the fast path's cache
                 raw_us = _host_us(torch, cuda, lambda: raw_kernel(*raw_args), calls, reps)
             call_us = _host_us(torch, cuda, call, calls, reps)
@@ -94,14 +94,3 @@ def time_host(torch: Any, device: str, names: tuple[str, ...], hc: int, iters: i
                                 call_us / raw_us if raw_us else None))
     return tuple(rows)
 
-
-def _raw(name: str, hc: int, iters: int, eps: float, mixes: Any, scale: Any, base: Any,
-         outs: tuple[Any, Any, Any]) -> tuple[Any, tuple[Any, ...]]:
-    n = mixes.shape[0]
-    if name == "block":
-        from hccli.kernels.block import compiled
-
-        return compiled(hc, iters, eps), (mixes, scale, base, *outs)
-    from hccli.kernels.token_kernels import compiled as compiled_tokens
-
-    return compiled_tokens(name, hc, iters, eps), (mixes, scale, base, outs[0], outs[1], outs[2].view(n, hc * hc))

@@ -17,10 +17,9 @@ inputs, bit for bit.
 
 from __future__ import annotations
 
-import datetime
 import math
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from hccli.errors import HcError
@@ -65,11 +64,7 @@ class SiteRow:
 @dataclass(frozen=True)
 class SiteBenchResult:
     op: str
-    device: str
-    device_name: str
-    driver: str | None
-    versions: dict[str, str | None]
-    date: str
+    machine: bench.Machine
     hc_mult: int
     dim: int
     stream: str
@@ -84,10 +79,7 @@ class SiteBenchResult:
     host: tuple[Any, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        doc = asdict(self)
-        doc["rows"] = [asdict(r) for r in self.rows]
-        doc["host"] = [asdict(r) for r in self.host]
-        return doc
+        return bench.result_json(self)
 
 
 def tilekernels() -> tuple[Any, str | None]:
@@ -387,7 +379,5 @@ def run_site_bench(op: str, tokens: tuple[int, ...] | None = None, impls: tuple[
     statistic = (f"median over {reps} samples of the per-call time of back-to-back calls as people call each "
                  f"(CUDA events), after {max(1, warmup)} warm-up calls; inputs rotated over sets of >= "
                  f"{bench.ROTATE_BYTES >> 20} MiB in all; errors against the float64 chain on the first set")
-    return SiteBenchResult(op, dev, torch.cuda.get_device_name(dev), bench.driver(), bench.versions(torch),
-                           datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"), HC, dim,
-                           stream, sinkhorn_iters, float(eps), float(norm_eps), bpt, copy_gbps, statistic,
-                           tuple(rows), skipped, host_rows)
+    return SiteBenchResult(op, bench.machine(torch, dev), HC, dim, stream, sinkhorn_iters, float(eps), float(norm_eps),
+                           bpt, copy_gbps, statistic, tuple(rows), skipped, host_rows)

@@ -124,30 +124,27 @@ def compiled(hc_mult: int, sinkhorn_iters: int, eps: float) -> Any:
     return tl_build.jit(make_prim_func, tl_build.pass_configs, (hc_mult, sinkhorn_iters, float(eps)))
 
 
-def hc_split_sinkhorn_block(
-    mixes: Any,
-    hc_scale: Any,
-    hc_base: Any,
-    hc_mult: int = DEFAULT_HC_MULT,
-    sinkhorn_iters: int = DEFAULT_SINKHORN_ITERS,
-    eps: float = DEFAULT_HC_EPS,
-    *,
-    out: tuple[Any, Any, Any] | None = None,
-) -> tuple[Any, Any, Any]:
+def timing(hc_mult: int, sinkhorn_iters: int, eps: float, max_tokens: int) -> tuple[Any, Any]:
+    """(prepare, launch) for hc bench: the compiled kernel itself, which takes any token count at once."""
+    return tl_build.args_as_given, compiled(hc_mult, sinkhorn_iters, eps)
+
+
+def hc_split_sinkhorn_block(mixes: Any, hc_scale: Any, hc_base: Any, hc_mult: int = DEFAULT_HC_MULT,
+                            sinkhorn_iters: int = DEFAULT_SINKHORN_ITERS, eps: float = DEFAULT_HC_EPS, *,
+                            out: tuple[Any, Any, Any] | None = None) -> tuple[Any, Any, Any]:
     """Run the kernel on CUDA float32 mixes [..., (2+hc)*hc] -> (pre, post, comb).
 
     Leading dims are flattened into tokens for the launch and restored on the
     outputs. `out` = (pre, post, comb) writes into given contiguous tensors of
     shapes [..., hc], [..., hc], [..., hc, hc] instead of allocating.
     """
-    import torch
-
     check_op_params(hc_mult, sinkhorn_iters, eps)
     check_supported(hc_mult)
-    args = tl_build.check_launch("the block kernel", mixes, hc_scale, hc_base, hc_mult, sinkhorn_iters, eps, out,
-                                 flat_comb=False, align=False)
-    if args.n:
-        kernel = compiled(hc_mult, sinkhorn_iters, eps)
-        with torch.cuda.device(mixes.device):  # launch on the tensors' GPU, not the current one
-            kernel(args.flat, args.scale, args.base, *args.dest)
+    args, _ = tl_build.launch_checked("the block kernel", lambda: compiled(hc_mult, sinkhorn_iters, eps), _launch,
+                                      mixes, hc_scale, hc_base, hc_mult, sinkhorn_iters, eps, out,
+                                      flat_comb=False, align=False)
     return args.finish()
+
+
+def _launch(kernel: Any, a: tl_build.LaunchArgs) -> None:
+    kernel(a.flat, a.scale, a.base, *a.dest)

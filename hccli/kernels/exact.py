@@ -28,7 +28,7 @@ from hccli.kernels.token_kernels import EXACT_HC, shared_reciprocal_is_exact  # 
 from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
 
 NAME = "exact"
-SUPPORTED_HC = EXACT_HC
+SUPPORTED_HC, check_supported, timing = token_launch.registered(NAME)
 
 
 def hc_split_sinkhorn_exact(mixes: Any, hc_scale: Any, hc_base: Any, hc_mult: int = DEFAULT_HC_MULT,

@@ -13,11 +13,10 @@ from typing import Any
 
 from hccli.kernels.torch_ref import hc_split_sinkhorn_torch as ref_program  # noqa: F401 - what it is tested against
 from hccli.kernels import token_launch
-from hccli.kernels.token_kernels import FAST_HC
 from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
 
 NAME = "fast"
-SUPPORTED_HC = FAST_HC
+SUPPORTED_HC, check_supported, timing = token_launch.registered(NAME)
 
 
 def hc_split_sinkhorn_fast(mixes: Any, hc_scale: Any, hc_base: Any, hc_mult: int = DEFAULT_HC_MULT,

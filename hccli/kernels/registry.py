@@ -1,12 +1,13 @@
-"""Pick an implementation of the split-Sinkhorn op: a tilelang kernel or the torch reference.
+"""The split-Sinkhorn op's implementations as one table, and picking one; the site's kernels beside them.
 
-    block     tilelang, the published reference kernel's shape (one 64-thread block per token)
-    exact     tilelang, one token per thread, float32 results bit-identical to the block kernel
-    fast      tilelang, one token per thread, approximate exp/reciprocal (within 1e-6)
-    torch     the torch reference (any device)
-    auto      exact on a CUDA GPU with tilelang; else block, else torch
-
-`tilelang` is an old spelling of `block`, still accepted.
+`TABLE` is the one list of the op's implementations: each row's name is the
+`--impl` of run-kernel, the row of `hc bench` and the README's name. A row says
+where the implementation lives (a module, imported on use: nothing here imports
+torch or tilelang), its public call, whether it is a tilelang kernel (a CUDA
+GPU and tilelang needed), whether `hc bench` may compare the others with it,
+and its older spellings. A tilelang kernel's module also says which stream
+counts it has a build for (`SUPPORTED_HC`), refuses the others in its own words
+(`check_supported`), and hands `hc bench` its compiled launch (`timing`).
 
 The site's kernels (issue 24's forward around the split) are registered beside them:
 
@@ -24,71 +25,62 @@ kernels, tries tilelang) but compiles nothing: a kernel is built on the first `r
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from hccli.errors import HcError
 from hccli.extras import install_hint
-from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
-
-IMPL_NAMES = ("auto", "exact", "fast", "block", "torch")
-KERNEL_NAMES = ("block", "exact", "fast")  # the tilelang kernels
-ALIASES = {"tilelang": "block"}  # an older spelling of block, still accepted
-SITE_OPS = ("site_pre", "site_write")  # the site's tilelang kernels, by name
+from hccli.vocab import DEFAULT_HC_MULT
 
 
 @dataclass(frozen=True)
-class KernelImpl:
-    name: str  # "block", "exact", "fast" or "torch"
-    device: str  # "cuda:0", "cpu", ...
-    reason: str  # one line: how the choice was made
+class Impl:
+    """One implementation of the op: one row of TABLE."""
 
-    def run(
-        self,
-        mixes: Any,
-        scale: Any,
-        base: Any,
-        hc_mult: int = DEFAULT_HC_MULT,
-        iters: int = DEFAULT_SINKHORN_ITERS,
-        eps: float = DEFAULT_HC_EPS,
-    ) -> tuple[Any, Any, Any]:
-        """(pre, post, comb) as torch tensors on self.device; inputs may be numpy or torch."""
-        import torch
-
-        from hccli.kernels.torch_ref import as_float_tensor, hc_split_sinkhorn_torch
-
-        mixes_t = as_float_tensor(mixes, "mixes", dtype=torch.float32, device=self.device)
-        scale_t = as_float_tensor(scale, "hc_scale", dtype=torch.float32, device=self.device)
-        base_t = as_float_tensor(base, "hc_base", dtype=torch.float32, device=self.device)
-        if self.name == "torch":
-            return hc_split_sinkhorn_torch(mixes_t, scale_t, base_t, hc_mult, iters, eps)
-        return kernel_function(self.name)(mixes_t, scale_t, base_t, hc_mult, iters, eps)
+    name: str
+    says: str  # what it is, for --impl's help ("" where the name says it)
+    module: str | None = None  # hccli.kernels.<module>, imported on use; None: a choice among the others
+    call: str = ""  # the module's public call: (mixes, hc_scale, hc_base, hc_mult, sinkhorn_iters, eps)
+    tilelang: bool = False  # a tilelang kernel: a CUDA GPU and tilelang needed; else any device
+    reference: str = ""  # hc bench compares the others with the first reference it times, named so
+    aliases: tuple[str, ...] = ()  # older spellings, still accepted
 
 
-def kernel_function(name: str) -> Any:
-    """The public call of a tilelang kernel by impl name (imports its module)."""
-    if name == "block":
-        from hccli.kernels.block import hc_split_sinkhorn_block
+TABLE = (
+    Impl("auto", "the exact kernel on a CUDA GPU, else torch"),
+    Impl("exact", "bit-identical to block, fast", "hccli.kernels.exact", "hc_split_sinkhorn_exact", tilelang=True),
+    Impl("fast", "within 1e-6, fastest", "hccli.kernels.fast", "hc_split_sinkhorn_fast", tilelang=True),
+    Impl("block", "the published reference kernel's shape", "hccli.kernels.block", "hc_split_sinkhorn_block",
+         tilelang=True, reference="the block kernel (the published reference kernel's shape)", aliases=("tilelang",)),
+    Impl("torch", "", "hccli.kernels.torch_ref", "hc_split_sinkhorn_torch", reference="the torch reference"),
+)
+IMPLS = {i.name: i for i in TABLE}
+IMPL_NAMES = tuple(IMPLS)  # every --impl of run-kernel, in the table's order
+ALIASES = {alias: i.name for i in TABLE for alias in i.aliases}
+# what hc bench times, in its order: the references first (the others compare with the first one timed)
+TIMED = tuple(i.name for i in sorted((i for i in TABLE if i.module), key=lambda i: not i.reference))
+SITE_OPS = ("site_pre", "site_write")  # the site's tilelang kernels, by name
 
-        return hc_split_sinkhorn_block
-    if name == "exact":
-        from hccli.kernels.exact import hc_split_sinkhorn_exact
 
-        return hc_split_sinkhorn_exact
-    from hccli.kernels.fast import hc_split_sinkhorn_fast
+def canonical(name: str) -> str | None:
+    """The table's name for `name` (an older spelling maps to its row), or None for an unknown name."""
+    name = ALIASES.get(name, name)
+    return name if name in IMPLS else None
 
-    return hc_split_sinkhorn_fast
+
+def _module(name: str) -> Any:
+    return importlib.import_module(IMPLS[name].module)
+
+
+def function(name: str) -> Callable[..., Any]:
+    """The public call of an implementation by name (imports its module, not torch or tilelang)."""
+    return getattr(_module(name), IMPLS[name].call)
 
 
 def supported_hc(name: str) -> tuple[int, ...]:
     """The hc_mult a tilelang kernel has a build for (no tilelang import)."""
-    if name == "block":
-        from hccli.kernels.block import SUPPORTED_HC
-
-        return SUPPORTED_HC
-    from hccli.kernels.token_kernels import supported_hc as token_hc
-
-    return token_hc(name)
+    return _module(name).SUPPORTED_HC
 
 
 def kernel_supports(name: str, hc_mult: int) -> bool:
@@ -96,14 +88,34 @@ def kernel_supports(name: str, hc_mult: int) -> bool:
 
 
 def check_kernel_supports(name: str, hc_mult: int) -> None:
-    if name == "block":
-        from hccli.kernels.block import check_supported
+    _module(name).check_supported(hc_mult)
 
-        check_supported(hc_mult)
-    else:
-        from hccli.kernels.token_kernels import check_supported
 
-        check_supported(name, hc_mult)
+def timing(name: str, hc_mult: int, sinkhorn_iters: int, eps: float, max_tokens: int) -> tuple[Callable[..., Any],
+                                                                                             Callable[..., None]]:
+    """A tilelang kernel's (prepare, launch) for timing up to max_tokens tokens a call: prepare(mixes, scale,
+    base, pre, post, comb) -> the compiled kernel's arguments, made once per input set; launch(*args) runs it
+    into pre, post and comb with no argument checks."""
+    return _module(name).timing(hc_mult, sinkhorn_iters, eps, max_tokens)
+
+
+@dataclass(frozen=True)
+class KernelImpl:
+    name: str  # a row of TABLE (never auto: what auto chose)
+    device: str  # "cuda:0", "cpu", ...
+    reason: str  # one line: how the choice was made
+
+    def run(self, mixes: Any, scale: Any, base: Any, *op: Any) -> tuple[Any, Any, Any]:
+        """(pre, post, comb) as torch tensors on self.device; inputs may be numpy or torch. op: hc_mult,
+        sinkhorn_iters, eps, passed to the public call as given (its defaults for those left out)."""
+        import torch
+
+        from hccli.kernels.torch_ref import as_float_tensor
+
+        mixes_t = as_float_tensor(mixes, "mixes", dtype=torch.float32, device=self.device)
+        scale_t = as_float_tensor(scale, "hc_scale", dtype=torch.float32, device=self.device)
+        base_t = as_float_tensor(base, "hc_base", dtype=torch.float32, device=self.device)
+        return function(self.name)(mixes_t, scale_t, base_t, *op)
 
 
 def _import_torch() -> Any:
@@ -150,19 +162,20 @@ def resolve_impl(name: str = "auto", device: str | None = None, hc_mult: int | N
     no build for hc_mult, the block kernel, and where that has none either, the
     torch reference (on CUDA if present, else cpu).
     """
-    name = ALIASES.get(name, name)
-    if name not in IMPL_NAMES:
+    found = canonical(name)
+    if found is None:
         raise HcError(f"implementation {name!r} is unknown; expected one of {', '.join(IMPL_NAMES)}")
+    name, row = found, IMPLS[found]
     torch = _import_torch()
     dev = _normalise_device(torch, device)
     has_cuda = torch.cuda.is_available()
 
-    if name == "torch":
+    if row.module and not row.tilelang:
         chosen = dev or ("cuda:0" if has_cuda else "cpu")
         how = "as asked" if dev else ("on the first CUDA device" if has_cuda else "on cpu: no CUDA device")
-        return KernelImpl("torch", chosen, f"torch: the reference, {how}")
+        return KernelImpl(name, chosen, f"{name}: the reference, {how}")
 
-    if name in KERNEL_NAMES:
+    if row.tilelang:
         what = f"the {name} kernel"
         if dev == "cpu":
             raise HcError(f"{what} runs on CUDA devices only, and device cpu was asked for")

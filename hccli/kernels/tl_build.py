@@ -125,6 +125,16 @@ def executable(kernel: Any) -> Any:
         return kernel
 
 
+def args_as_given(*args: Any) -> tuple[Any, ...]:
+    """A timed launch's arguments for a kernel that takes (mixes, scale, base, pre, post, comb) as they are."""
+    return args
+
+
+def args_comb_flat(mixes: Any, scale: Any, base: Any, pre: Any, post: Any, comb: Any) -> tuple[Any, ...]:
+    """The same for a kernel that takes comb as [n, hc*hc] (the token-per-thread ones)."""
+    return mixes, scale, base, pre, post, comb.view(comb.shape[0], -1)
+
+
 def _aligned(t: Any) -> Any:
     # the token kernels move 16-byte vectors; a view that starts mid-vector gets its own copy
     return t if t.data_ptr() % 16 == 0 else t.clone()
@@ -184,3 +194,24 @@ def check_launch(what: str, mixes: Any, hc_scale: Any, hc_base: Any, hc_mult: in
     dest = tuple(t if not align or t.data_ptr() % 16 == 0 else torch.empty_like(t) for t in outputs)
     views = (dest[0].view(n, hc), dest[1].view(n, hc), dest[2].view(n, hc * hc) if flat_comb else dest[2].view(n, hc, hc))
     return LaunchArgs(flat, scale, base, outputs, views, n)
+
+
+def launch_checked(what: str, kernel: Callable[[], Any], launch: Callable[[Any, LaunchArgs], None], mixes: Any,
+                   hc_scale: Any, hc_base: Any, hc_mult: int, sinkhorn_iters: int, eps: float,
+                   out: tuple[Any, Any, Any] | None, *, flat_comb: bool, align: bool) -> tuple[LaunchArgs, Any]:
+    """A kernel's checked call: check_launch, then, where there are tokens, launch(kernel(), args) on the
+    tensors' GPU (made current for the launch where it is not). (args, the kernel or None); args.finish()
+    gives the outputs."""
+    import torch
+
+    args = check_launch(what, mixes, hc_scale, hc_base, hc_mult, sinkhorn_iters, eps, out, flat_comb=flat_comb,
+                        align=align)
+    if not args.n:
+        return args, None
+    compiled = kernel()
+    if mixes.device.index == torch.cuda.current_device():
+        launch(compiled, args)
+    else:
+        with torch.cuda.device(mixes.device):  # launch on the tensors' GPU, not the current one
+            launch(compiled, args)
+    return args, compiled

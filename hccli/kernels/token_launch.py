@@ -15,10 +15,11 @@ compiled kernel, so the results are the same.
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, Callable
 
 from hccli.kernels import tl_build
-from hccli.kernels.token_kernels import DEFAULT_TILING, Tiling, check_supported, compiled
+from hccli.kernels.token_kernels import DEFAULT_TILING, Tiling, check_supported, compiled, supported_hc
 
 # (variant, hc_mult, sinkhorn_iters, eps, device index) -> _Ready
 _READY: dict[tuple, "_Ready"] = {}
@@ -103,22 +104,17 @@ def _fast(r: _Ready, mixes: Any, scale: Any, base: Any, out: tuple[Any, Any, Any
 
 def _checked(variant: str, mixes: Any, hc_scale: Any, hc_base: Any, hc_mult: int, sinkhorn_iters: int, eps: float,
              out: tuple[Any, Any, Any] | None, tiling: Tiling) -> tuple[Any, Any, Any]:
-    import torch
-
     check_supported(variant, hc_mult)
-    args = tl_build.check_launch(f"the {variant} kernel", mixes, hc_scale, hc_base, hc_mult, sinkhorn_iters, eps,
-                                 out, flat_comb=True, align=True)
-    if args.n:
-        kernel = compiled(variant, hc_mult, sinkhorn_iters, eps, tiling)
-        if mixes.device.index == torch.cuda.current_device():
-            _chunked(kernel, args)
-        else:
-            with torch.cuda.device(mixes.device):  # launch on the tensors' GPU, not the current one
-                _chunked(kernel, args)
-        if tiling is DEFAULT_TILING:
-            key = (variant, hc_mult, sinkhorn_iters, eps, mixes.device.index)
-            if key not in _READY:
-                _READY[key] = _Ready(torch, kernel, mixes.device, hc_mult)
+    args, kernel = tl_build.launch_checked(f"the {variant} kernel",
+                                           lambda: compiled(variant, hc_mult, sinkhorn_iters, eps, tiling), _chunked,
+                                           mixes, hc_scale, hc_base, hc_mult, sinkhorn_iters, eps, out,
+                                           flat_comb=True, align=True)
+    if kernel is not None and tiling is DEFAULT_TILING:
+        key = (variant, hc_mult, sinkhorn_iters, eps, mixes.device.index)
+        if key not in _READY:
+            import torch
+
+            _READY[key] = _Ready(torch, kernel, mixes.device, hc_mult)
     return args.finish()
 
 
@@ -141,3 +137,17 @@ def launcher(variant: str, hc_mult: int, sinkhorn_iters: int, eps: float, tiling
         _chunked(kernel, tl_build.LaunchArgs(flat, scale, base, (p2, q2, c2), (p2, q2, c2), flat.shape[0]))
 
     return run
+
+
+def timing(variant: str, hc_mult: int, sinkhorn_iters: int, eps: float, max_tokens: int) -> tuple[Any, Any]:
+    """(prepare, launch) for hc bench: the compiled kernel itself where max_tokens fit one launch, else
+    `launcher`'s chunks; comb as the kernel takes it, [n, hc*hc]."""
+    if max_tokens <= tl_build.CHUNK:
+        return tl_build.args_comb_flat, compiled(variant, hc_mult, sinkhorn_iters, eps)
+    return tl_build.args_comb_flat, launcher(variant, hc_mult, sinkhorn_iters, eps)
+
+
+def registered(variant: str) -> tuple[tuple[int, ...], Callable[[int], None], Callable[..., Any]]:
+    """What kernels/registry.py asks of a kernel's module, for one variant: the stream counts it has a build
+    for, its refusal of the others, and its launch for hc bench (`timing` without the variant)."""
+    return supported_hc(variant), functools.partial(check_supported, variant), functools.partial(timing, variant)

@@ -54,11 +54,38 @@ def sinkhorn_loop(T: Any, n: int, unroll: int) -> Any:
     return T.unroll(n, annotations={"pragma_unroll_factor": unroll})
 
 
+def token_start(T: Any, hc: int, eps: float, exp: Any, rcp: Any) -> tuple[Any, Any]:
+    """The two macros both variants open a token with, made from their own exp and reciprocal:
+
+    gates(x, m, pv, qv, ps, pb): pre and post into pv and qv, the comb logits into m, each affine
+    step one fused multiply-add; numerators(m, j): row j of m as exp(m - the row's max), the
+    softmax's numerators.
+    """
+    two = 2 * hc
+
+    @T.macro
+    def gates(x: Any, m: Any, pv: Any, qv: Any, ps: Any, pb: Any) -> None:
+        for j in T.unroll(hc):
+            pv[j] = rcp(1.0 + exp(0.0 - T.ieee_fmaf(x[j], ps[0], pb[j]))) + eps
+            qv[j] = 2.0 * rcp(1.0 + exp(0.0 - T.ieee_fmaf(x[hc + j], ps[1], pb[hc + j])))
+        for i in T.unroll(hc * hc):
+            m[i] = T.ieee_fmaf(x[two + i], ps[2], pb[two + i])
+
+    @T.macro
+    def numerators(m: Any, j: Any) -> None:
+        mx = functools.reduce(T.max, [m[j * hc + k] for k in range(hc)])
+        for k in T.unroll(hc):
+            m[j * hc + k] = exp(m[j * hc + k] - mx)
+
+    return gates, numerators
+
+
 def exact_token(hc: int, iters: int, eps: float, shared_rcp: bool, loop_unroll: int = 1) -> Any:
     """The published kernel's float32 arithmetic, operation for operation (see exact.py's docstring)."""
     import tilelang.language as T
 
-    two = 2 * hc
+    # the precise expf, sigmoid as 1 / (1 + expf(0 - x)) with an IEEE quotient
+    gates, numerators = token_start(T, hc, eps, T.exp, lambda d: 1.0 / d)
 
     def bsum(vals: list[Any]) -> Any:
         return butterfly_sum(T, vals)
@@ -90,16 +117,10 @@ def exact_token(hc: int, iters: int, eps: float, shared_rcp: bool, loop_unroll: 
 
     @T.macro
     def token(x: Any, m: Any, pv: Any, qv: Any, ps: Any, pb: Any) -> None:
-        for j in T.unroll(hc):
-            pv[j] = 1.0 / (1.0 + T.exp(0.0 - T.ieee_fmaf(x[j], ps[0], pb[j]))) + eps
-            qv[j] = 2.0 * (1.0 / (1.0 + T.exp(0.0 - T.ieee_fmaf(x[hc + j], ps[1], pb[hc + j]))))
-        for i in T.unroll(hc * hc):
-            m[i] = T.ieee_fmaf(x[two + i], ps[2], pb[two + i])
+        gates(x, m, pv, qv, ps, pb)
         # softmax over each row, then eps
         for j in T.unroll(hc):
-            mx = functools.reduce(T.max, [m[j * hc + k] for k in range(hc)])
-            for k in T.unroll(hc):
-                m[j * hc + k] = T.exp(m[j * hc + k] - mx)
+            numerators(m, j)
             rs = bsum([m[j * hc + k] for k in range(hc)])
             # rs is in [1, hc] (the row's largest e is exp(0) = 1), so one refined
             # reciprocal serves the row unless an e is small enough for the remainder to
@@ -133,7 +154,8 @@ def fast_token(hc: int, iters: int, eps: float, loop_unroll: int = 1) -> Any:
     """
     import tilelang.language as T
 
-    two = 2 * hc
+    # MUFU ex2 and rcp (subnormals flushed)
+    gates, numerators = token_start(T, hc, eps, T.__exp, T.fast_rcp)
 
     @T.macro
     def token(x: Any, m: Any, pv: Any, qv: Any, ps: Any, pb: Any) -> None:
@@ -141,15 +163,9 @@ def fast_token(hc: int, iters: int, eps: float, loop_unroll: int = 1) -> Any:
         c = T.alloc_local((hc,), "float32")
         big_r = T.alloc_local((hc,), "float32")
         big_c = T.alloc_local((hc,), "float32")
+        gates(x, m, pv, qv, ps, pb)
         for j in T.unroll(hc):
-            pv[j] = T.fast_rcp(1.0 + T.__exp(0.0 - T.ieee_fmaf(x[j], ps[0], pb[j]))) + eps
-            qv[j] = 2.0 * T.fast_rcp(1.0 + T.__exp(0.0 - T.ieee_fmaf(x[hc + j], ps[1], pb[hc + j])))
-        for i in T.unroll(hc * hc):
-            m[i] = T.ieee_fmaf(x[two + i], ps[2], pb[two + i])
-        for j in T.unroll(hc):
-            mx = functools.reduce(T.max, [m[j * hc + k] for k in range(hc)])
-            for k in T.unroll(hc):
-                m[j * hc + k] = T.__exp(m[j * hc + k] - mx)
+            numerators(m, j)
             inv = T.fast_rcp(tree_sum([m[j * hc + k] for k in range(hc)]))
             for k in T.unroll(hc):
                 m[j * hc + k] = T.ieee_fmaf(m[j * hc + k], inv, eps)
