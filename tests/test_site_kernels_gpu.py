@@ -153,7 +153,7 @@ def check_pre(kernels, n, dim=5120, stream="bfloat16", collapse="delayed", norm_
 
 
 @pytest.mark.parametrize("collapse", ["own", "delayed"])
-@pytest.mark.parametrize("n", [1, 37, 300, 5000, 8001, 20000])  # every split count and tiling site_pre takes
+@pytest.mark.parametrize("n", [1, 37, 300, 5000, 20000])  # every split count and both tilings site_pre takes
 def test_site_pre_v41_shapes(kernels, n, collapse):
     check_pre(kernels, n, collapse=collapse)
 
@@ -163,18 +163,6 @@ def test_site_pre_v41_shapes(kernels, n, collapse):
     (64, "bfloat16", "delayed", 1e-20), (5120, "float32", "own", 1e-20), (5120, "float32", "delayed", 1e-20)])
 def test_site_pre_other_dims_and_float32_streams(kernels, dim, stream, collapse, norm_eps):
     check_pre(kernels, 300 if dim > 64 else 1000, dim, stream, collapse, norm_eps)
-
-
-def test_site_pre_two_splits_finish_call_after_call(kernels):
-    # 8,192 tokens: 64 tiles of 128 tokens over 2 splits; the last block of each tile finishes it and
-    # sets its count back to zero, so the next call (into poisoned outputs) finishes every tile again
-    site_pre, _, pack_fn, _ = kernels
-    x, fn, scale, base, pm = _inputs(8192, 5120, "bfloat16", _seed())
-    packed = pack_fn(fn, 5120, "bfloat16")
-    first = site_pre(x, packed, scale, base, pre_mix=pm)
-    for _ in range(3):
-        again = site_pre(x, packed, scale, base, pre_mix=pm, out=_poisoned_pre(8192, 5120, x.dtype))
-        assert all(_identical(u, v) for (_, u), (_, v) in zip(first.items(), again.items()))
 
 
 @pytest.mark.parametrize("dim,collapse", [(4096, "delayed"), (7168, "own")])

@@ -62,21 +62,15 @@ def _pre_rows(torch: Any, dev: str, n: int, dim: int, dtype: Any, stream: str, i
 
         call()  # compiles, and fills the fast path's cache
         tiling, splits = P.choose_launch(n, dim, stream, P._sms(torch, torch.device(dev).index))
-        counted = splits > 1 and tiling.last_finishes
-        op = (iters, float(eps), float(norm_eps)) if splits == 1 or counted else None
+        op = (iters, float(eps), float(norm_eps)) if splits == 1 else None
         proj = P.compiled_proj(dim, stream, collapse == "delayed", splits, op, tiling)
-        finish = P.compiled_finish(dim, iters, eps, norm_eps, splits) if splits > 1 and not counted else None
-        count = torch.zeros(-(-n // tiling.block_tokens), dtype=torch.int32, device=dev)
+        finish = P.compiled_finish(dim, iters, eps, norm_eps, splits) if splits > 1 else None
         col = P.compiled_collapse(dim, stream)
         ws = torch.empty(splits, n, 32, device=dev)
         o = (outs.mixes, outs.pre, outs.post, outs.comb)
 
         def raw() -> None:
-            if counted and collapse == "own":
-                proj(x, packed.data, ws, count, scale, base, *o)
-            elif counted:
-                proj(x, packed.data, pm, ws, count, scale, base, *o, outs.collapsed)
-            elif splits == 1 and collapse == "own":
+            if splits == 1 and collapse == "own":
                 proj(x, packed.data, scale, base, *o)
             elif splits == 1:
                 proj(x, packed.data, pm, scale, base, *o, outs.collapsed)
@@ -84,7 +78,7 @@ def _pre_rows(torch: Any, dev: str, n: int, dim: int, dtype: Any, stream: str, i
                 proj(x, packed.data, ws)
             else:
                 proj(x, packed.data, pm, ws, outs.collapsed)
-            if finish is not None:
+            if splits > 1:
                 finish(ws, scale, base, *o)
             if collapse == "own":
                 col(x, outs.pre, outs.collapsed)

@@ -88,14 +88,10 @@ FILL = 0.95
 
 
 def choose_launch(tokens: int, dim: int, stream: str, sms: int) -> tuple[S.ProjTiling, int]:
-    """(tiling, splits): 128-token blocks over 1 or 2 splits where those give ~every SM a block
+    """(tiling, splits): 128-token blocks, one split, where their tiles give ~every SM a block
     (bfloat16 streams); else 64-token blocks over the fewest built splits that do."""
-    if stream == "bfloat16":
-        wide = -(-tokens // S.WIDE_PROJ.block_tokens)
-        steps = dim // S.WIDE_PROJ.dim_step(stream)
-        for s in S.WIDE_SPLITS:
-            if wide * s >= FILL * sms and steps % s == 0:
-                return S.WIDE_PROJ, s
+    if stream == "bfloat16" and -(-tokens // S.WIDE_PROJ.block_tokens) >= FILL * sms:
+        return S.WIDE_PROJ, 1
     options = S.splits_for(dim, stream)
     tiles = -(-tokens // S.DEFAULT_PROJ.block_tokens)
     return S.DEFAULT_PROJ, next((s for s in options if tiles * s >= FILL * sms), options[-1])
@@ -140,7 +136,6 @@ class _Plan:
         # the projection's workspace per CUDA stream (a raw stream pointer): work on one stream runs in
         # order, so the next call there may reuse it; another stream gets its own
         self.ws: dict[int, tuple[Any, Any, Any]] = {}  # stream -> (buffer, (splits, tokens), view)
-        self.counts: dict[int, Any] = {}  # stream -> int32 zeros, a count per token tile (last_finishes)
         self.stream_of = torch._C._cuda_getCurrentRawStream
         self.last: tuple = (-1, (S.DEFAULT_PROJ, 1))  # (tokens, (tiling, splits)) of the last call
 
@@ -149,12 +144,11 @@ class _Plan:
         if tokens != self.last[0]:
             self.last = (tokens, choose_launch(tokens, self.dim, self.stream, self.sms))
         tiling, splits = how = self.last[1]
-        in_kernel = splits == 1 or tiling.last_finishes
         proj = self.proj.get(how)
         if proj is None:
             proj = self.proj[how] = tl_build.executable(compiled_proj(
-                self.dim, self.stream, not self.own, splits, self.op if in_kernel else None, tiling))
-            if not in_kernel:
+                self.dim, self.stream, not self.own, splits, self.op if splits == 1 else None, tiling))
+            if splits > 1:
                 self.finish[splits] = tl_build.executable(compiled_finish(self.dim, *self.op, splits))
         mixes, pre, post, comb, collapsed = outs
         if splits == 1:  # the projection finishes its tokens
@@ -172,18 +166,6 @@ class _Plan:
                 buf = self.torch.empty(max(need, 1 << 16), dtype=self.torch.float32, device=self.device)
             ws = buf[:need].view(splits, tokens, S.WS_COLS)
             self.ws[stream] = (buf, (splits, tokens), ws)
-        if tiling.last_finishes:  # the last of a tile's blocks finishes it, and sets its count back to 0
-            tiles = -(-tokens // tiling.block_tokens)
-            count = self.counts.get(stream)
-            if count is None or count.numel() < tiles:
-                count = self.counts[stream] = self.torch.zeros(max(tiles, 1024), dtype=self.torch.int32,
-                                                               device=self.device)
-            if self.own:
-                proj(x, fnp, ws, count[:tiles], scale, base, mixes, pre, post, comb)
-                self.collapse(x, pre, collapsed)
-            else:
-                proj(x, fnp, pre_mix, ws, count[:tiles], scale, base, mixes, pre, post, comb, collapsed)
-            return
         if self.own:
             proj(x, fnp, ws)
             self.finish[splits](ws, scale, base, mixes, pre, post, comb)

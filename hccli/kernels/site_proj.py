@@ -50,10 +50,8 @@ def make_proj(dim: int, stream: str, collapse: bool, splits: int, tiling: ProjTi
     nd = dim // BD
     if nd % splits:
         raise HcError(f"dim {dim} ({nd} steps) does not split {splits} ways")
-    if op is None and splits == 1 or op is not None and splits > 1 and not tiling.last_finishes:
-        raise HcError("the projection finishes its tokens itself with one split, or where the last of a tile's "
-                      "blocks finishes it")
-    counted = op is not None and splits > 1  # each block writes its sums; the tile's last block finishes
+    if (op is not None) != (splits == 1):
+        raise HcError("the projection finishes its tokens itself exactly when it has one split")
     steps = nd // splits
     is_f32 = stream == f32
     finish = S.finish_macro(hc, dim, *op) if op is not None else None
@@ -117,17 +115,8 @@ def make_proj(dim: int, stream: str, collapse: bool, splits: int, tiling: ProjTi
             gemm(xs, fs, part, transpose_B=True, clear_accum=True, policy=full_row)
 
     @T.macro
-    def write_sums(ws: Any, accs: Any, sqsh: Any, ks: Any, row0: Any) -> None:
-        for t, j in T.Parallel(BM, WS_COLS):
-            if row0 + t < tokens:
-                if j < PART_ROWS:
-                    ws[ks, row0 + t, j] = accs[t, j] + (accs[t, PART_ROWS + j] + accs[t, 2 * PART_ROWS + j])
-                elif j == PART_ROWS:
-                    ws[ks, row0 + t, j] = sqsh[t]
-
-    @T.macro
     def body(x: Any, fnp: Any, pre_in: Any, ws: Any, collapsed: Any, scale_t: Any, base_t: Any, mixes_t: Any,
-             pre_t: Any, post_t: Any, comb_t: Any, count: Any) -> None:
+             pre_t: Any, post_t: Any, comb_t: Any) -> None:
         with T.Kernel(T.ceildiv(tokens, BM), splits, threads=tiling.threads) as (bx, ks):
             xs = T.alloc_shared((BM, KC), stream)
             fs = T.alloc_shared((FN_ROWS, KC), bf16)
@@ -162,30 +151,7 @@ def make_proj(dim: int, stream: str, collapse: bool, splits: int, tiling: ProjTi
             sqsh = T.alloc_shared((BM,), f32)
             T.copy(acc, accs)
             T.copy(sqs, sqsh)
-            if counted:
-                # every thread's sums visible on the device before the count that may let another block read them
-                write_sums(ws, accs, sqsh, ks, row0)
-                T.evaluate(T.call_extern("handle", "__threadfence"))
-                T.sync_threads()
-                arrived = T.alloc_shared((1,), "int32")
-                tx = T.get_thread_binding()
-                if tx == 0:
-                    arrived[0] = T.atomic_add(count[bx], 1, return_prev=True)
-                T.sync_threads()
-                if arrived[0] == splits - 1:  # the last: every split's sums are in; add them in split order
-                    T.evaluate(T.call_extern("handle", "__threadfence"))
-                    s = T.alloc_local((WS_COLS,), f32)
-                    if tx < BM:
-                        if row0 + tx < tokens:
-                            for j in T.unroll(PART_ROWS + 1):
-                                s[j] = ws[0, row0 + tx, j]
-                            for k in T.unroll(splits - 1):
-                                for j in T.unroll(PART_ROWS + 1):
-                                    s[j] = s[j] + ws[k + 1, row0 + tx, j]
-                            finish(s, row0 + tx, scale_t, base_t, mixes_t, pre_t, post_t, comb_t)
-                    if tx == 0:
-                        count[bx] = 0  # ready for the next launch on this stream
-            elif op is not None:
+            if op is not None:
                 tx = T.get_thread_binding()
                 s = T.alloc_local((WS_COLS,), f32)
                 if tx < BM:
@@ -195,7 +161,12 @@ def make_proj(dim: int, stream: str, collapse: bool, splits: int, tiling: ProjTi
                         s[PART_ROWS] = sqsh[tx]
                         finish(s, row0 + tx, scale_t, base_t, mixes_t, pre_t, post_t, comb_t)
             else:
-                write_sums(ws, accs, sqsh, ks, row0)
+                for t, j in T.Parallel(BM, WS_COLS):
+                    if row0 + t < tokens:
+                        if j < PART_ROWS:
+                            ws[ks, row0 + t, j] = accs[t, j] + (accs[t, PART_ROWS + j] + accs[t, 2 * PART_ROWS + j])
+                        elif j == PART_ROWS:
+                            ws[ks, row0 + t, j] = sqsh[t]
 
     # one annotation object per parameter: tilelang makes one buffer of each (two parameters given
     # the same object would be one buffer, written under the last one's name)
@@ -207,36 +178,25 @@ def make_proj(dim: int, stream: str, collapse: bool, splits: int, tiling: ProjTi
     a_sc, a_base = T.Tensor[(3,), f32], T.Tensor[(W,), f32]
     a_mix, a_comb = T.Tensor[(tokens, W), f32], T.Tensor[(tokens, hc, hc), f32]
     a_pre, a_post = T.Tensor[(tokens, hc), f32], T.Tensor[(tokens, hc), f32]
-    a_count = T.Tensor[(T.dynamic("tiles"),), "int32"]  # zeros; each launch leaves them zero
 
-    if counted and collapse:
-        @T.prim_func
-        def site_pre_proj(x: a_x, fnp: a_fn, pre_in: a_pm, ws: a_ws, count: a_count, hc_scale: a_sc,
-                          hc_base: a_base, mixes: a_mix, pre: a_pre, post: a_post, comb: a_comb, collapsed: a_col):
-            body(x, fnp, pre_in, ws, collapsed, hc_scale, hc_base, mixes, pre, post, comb, count)
-    elif counted:
-        @T.prim_func
-        def site_pre_proj(x: a_x, fnp: a_fn, ws: a_ws, count: a_count, hc_scale: a_sc, hc_base: a_base,
-                          mixes: a_mix, pre: a_pre, post: a_post, comb: a_comb):
-            body(x, fnp, None, ws, None, hc_scale, hc_base, mixes, pre, post, comb, count)
-    elif collapse and op is not None:
+    if collapse and op is not None:
         @T.prim_func
         def site_pre_proj(x: a_x, fnp: a_fn, pre_in: a_pm, hc_scale: a_sc, hc_base: a_base, mixes: a_mix,
                           pre: a_pre, post: a_post, comb: a_comb, collapsed: a_col):
-            body(x, fnp, pre_in, None, collapsed, hc_scale, hc_base, mixes, pre, post, comb, None)
+            body(x, fnp, pre_in, None, collapsed, hc_scale, hc_base, mixes, pre, post, comb)
     elif collapse:
         @T.prim_func
         def site_pre_proj(x: a_x, fnp: a_fn, pre_in: a_pm, ws: a_ws, collapsed: a_col):
-            body(x, fnp, pre_in, ws, collapsed, None, None, None, None, None, None, None)
+            body(x, fnp, pre_in, ws, collapsed, None, None, None, None, None, None)
     elif op is not None:
         @T.prim_func
         def site_pre_proj(x: a_x, fnp: a_fn, hc_scale: a_sc, hc_base: a_base, mixes: a_mix, pre: a_pre,
                           post: a_post, comb: a_comb):
-            body(x, fnp, None, None, None, hc_scale, hc_base, mixes, pre, post, comb, None)
+            body(x, fnp, None, None, None, hc_scale, hc_base, mixes, pre, post, comb)
     else:
         @T.prim_func
         def site_pre_proj(x: a_x, fnp: a_fn, ws: a_ws):
-            body(x, fnp, None, ws, None, None, None, None, None, None, None, None)
+            body(x, fnp, None, ws, None, None, None, None, None, None, None)
     return site_pre_proj
 
 

@@ -50,7 +50,6 @@ class ProjTiling:
     stages: int = 2
     threads: int = 128
     async_mma: bool = False  # issue the step's wgmma, do the step's sums of squares and collapse, then wait
-    last_finishes: bool = False  # with splits, the last of a token tile's blocks finishes it (a count per tile)
 
     def dim_step(self, stream: str) -> int:
         return self.block_dim if stream == "bfloat16" else self.block_dim_f32
@@ -59,10 +58,8 @@ class ProjTiling:
 DEFAULT_PROJ = ProjTiling()
 # 128-token blocks of two warp groups: each fn tile read from L2 once for twice the tokens (fn is more
 # of a 64-token block's traffic than x). Taken where their tiles alone give every SM a block
-# (site_pre.choose_launch), bfloat16 streams; the same step, so the same packed fn. Over 2 splits
-# (8,192 tokens: 64 tiles) the last of a tile's two blocks finishes it, with no second launch.
-WIDE_PROJ = ProjTiling(block_tokens=128, threads=256, last_finishes=True)
-WIDE_SPLITS = (1, 2)
+# (site_pre.choose_launch), bfloat16 streams; the same step, so the same packed fn.
+WIDE_PROJ = ProjTiling(block_tokens=128, threads=256)
 STREAM_CHUNK = 1024  # features per step of the streaming kernels (collapse, write)
 STREAM_THREADS = 128
 FINISH_THREADS = 128
