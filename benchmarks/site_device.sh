@@ -15,12 +15,12 @@ for stage in "$@"; do
   t0=$(date +%s)
   case $stage in
     cache) [ -f ../tlcache.tar.xz ] && mkdir -p ~/.tilelang && tar -xJf ../tlcache.tar.xz -C ~ ;;
-    warm) timeout 330 python3 benchmarks/site_warm.py > "$out/warm.log" 2>&1; tail -3 "$out/warm.log" ;;
-    test) timeout 300 python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" tests/test_site_kernels_gpu.py \
-            > "$out/pytest.log" 2>&1; grep -E "passed|failed|Error|assert" "$out/pytest.log" | tail -25 ;;
-    explore) timeout 150 python3 benchmarks/site_explore.py --json "$out/explore.json" 2>> "$out/err.log" | tail -40 ;;
-    pre) timeout 300 python3 -m hccli bench --op site-pre --host --json > "$out/pre.json" 2>> "$out/err.log" ;;
-    write) timeout 200 python3 -m hccli bench --op site-write --host --json > "$out/write.json" 2>> "$out/err.log" ;;
+    warm) timeout 240 python3 benchmarks/site_warm.py > "$out/warm.log" 2>&1; tail -3 "$out/warm.log" ;;
+    test) timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" tests/test_site_kernels_gpu.py \
+            tests/test_run_site_gpu.py > "$out/pytest.log" 2>&1; grep -E "passed|failed|Error|assert" "$out/pytest.log" | tail -25 ;;
+    explore) timeout 90 python3 benchmarks/site_explore.py --json "$out/explore.json" 2>> "$out/err.log" | tail -40 ;;
+    pre) timeout 150 python3 -m hccli bench --op site-pre --host --json > "$out/pre.json" 2>> "$out/err.log" ;;
+    write) timeout 80 python3 -m hccli bench --op site-write --host --json > "$out/write.json" 2>> "$out/err.log" ;;
     savecache) tar -cf - -C ~ .tilelang/cache | xz -T8 -3 > "$out/tlcache.tar.xz"
                [ "$(stat -c %s "$out/tlcache.tar.xz")" -lt 16000000 ] || rm -f "$out/tlcache.tar.xz" ;;
   esac

@@ -21,20 +21,26 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hccli.kernels.site_tl import DEFAULT_PROJ, ProjTiling  # noqa: E402
+from hccli.kernels.site_tl import DEFAULT_PROJ, WIDE_PROJ, ProjTiling  # noqa: E402
 
 DIM = 5120
 V41 = (20, 1e-6, 1e-20)
-# the default; the step's wgmma left running while the sums of squares and the collapse are done; no
-# pipelining inside a block, so that two fit an SM. Earlier runs: 32 features a step (3 stages) and
-# 128-token blocks, 30% slower (NOTES.md). Not here: TMA lowering alone leaves the copies as cp.async,
-# and tilelang's warp-specialised pipeline needs sm_90a (setmaxnreg), not sm_90.
-VARIANTS = [ProjTiling(async_mma=True), ProjTiling(stages=1)]
+# Beside the default: a third stage in flight (shared memory merges the epilogue's buffers into the
+# stages', so 3 x 72 KB fit); 128-token blocks of two warp groups, which read each fn tile once for
+# twice the tokens (half the L2 traffic for fn), with 64 or 32 features a step; each with the step's
+# wgmma left running over its element work. Earlier runs (NOTES.md): 32 features in 3 stages with
+# 64-token blocks, 30% slower; one stage, two blocks an SM. Not here: TMA lowering alone leaves the
+# copies as cp.async, and tilelang's warp-specialised pipeline needs sm_90a (setmaxnreg), not sm_90.
+# Run 4 timed all five; site_tl.WIDE_PROJ is the third (128-token blocks, 64 features, 2 stages), now
+# timed beside the default with the two closest others.
+VARIANTS = [ProjTiling(stages=3, async_mma=True), ProjTiling(block_tokens=128, threads=256, async_mma=True)]
 
 
 def variant_keys(tiling: ProjTiling) -> list[tuple]:
-    """make_proj keys timed for a variant: delayed collapse, one split (finishing) and 8."""
-    return [(DIM, "bfloat16", True, 1, tiling, V41), (DIM, "bfloat16", True, 8, tiling, None)]
+    """make_proj keys timed for a variant: delayed collapse, one split (finishing) and, so that 8,192
+    tokens still give every SM a block, 8 (64-token blocks) or 2 (128-token blocks)."""
+    more = 8 if tiling.block_tokens == 64 else 2
+    return [(DIM, "bfloat16", True, 1, tiling, V41), (DIM, "bfloat16", True, more, tiling, None)]
 
 
 def _time(torch, fn, reps=20, calls=5):
@@ -85,7 +91,7 @@ def main() -> int:
         outs = [torch.empty(n, 24, device=dev), torch.empty(n, 4, device=dev), torch.empty(n, 4, device=dev),
                 torch.empty(n, 4, 4, device=dev)]
         ws = torch.empty(8, n, 32, device=dev)
-        for tiling in [DEFAULT_PROJ] + VARIANTS:
+        for tiling in [DEFAULT_PROJ, WIDE_PROJ] + VARIANTS:
             parts = _packed(torch, fn, tiling.block_dim)
             for key in variant_keys(tiling):
                 splits = key[3]
@@ -99,15 +105,21 @@ def main() -> int:
                         x, pm, col = sets[i % 2]
                         k(x, parts, pm, scale, base, *outs, col)
                 else:
-                    def call(i, k=k, parts=parts):
+                    def call(i, k=k, parts=parts, w=ws[:splits]):
                         x, pm, col = sets[i % 2]
-                        k(x, parts, pm, ws, col)
-                ms = _time(torch, call)
+                        k(x, parts, pm, w, col)
+                try:
+                    ms = _time(torch, call)
+                except Exception as exc:  # noqa: BLE001 - e.g. more shared memory than a block gets
+                    rows.append({"tokens": n, "tiling": repr(tiling), "splits": splits, "error": str(exc)[-300:]})
+                    continue
                 rows.append({"tokens": n, "tiling": repr(tiling), "splits": splits, "ms": ms, "mtok_s": n / ms / 1e3,
                              "pct_copy": 100 * n * 5 * DIM * 2 / (ms * 1e-3) / 1e9 / copy})
-        fin = P.compiled_finish(DIM, *V41, 8)
         wsr = torch.randn(8, n, 32, device=dev).abs()
-        rows.append({"tokens": n, "kernel": "finish (8 splits)", "ms": _time(torch, lambda i: fin(wsr, scale, base, *outs))})
+        for s in (8, 2):
+            fin = P.compiled_finish(DIM, *V41, s)
+            rows.append({"tokens": n, "kernel": f"finish ({s} splits)",
+                         "ms": _time(torch, lambda i: fin(wsr[:s], scale, base, *outs))})
         col = P.compiled_collapse(DIM, "bfloat16")
         ms = _time(torch, lambda i: col(sets[i % 2][0], outs[1], sets[i % 2][2]))
         rows.append({"tokens": n, "kernel": "collapse", "ms": ms, "pct_copy": 100 * n * 5 * DIM * 2 / (ms * 1e-3) / 1e9 / copy})

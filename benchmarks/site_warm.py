@@ -21,15 +21,22 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-# what tests/test_site_kernels_gpu.py and the benchmarks launch: (dim, stream, collapse, splits, op)
+# what tests/test_site_kernels_gpu.py and the benchmarks launch: (dim, stream, collapse, splits, op), in
+# 64-token blocks, and WIDE: the same in 128-token blocks (site_pre.choose_launch's from 16,001 tokens)
 V41 = (20, 1e-6, 1e-20)
+WIDE = [(5120, "bfloat16", c, 1, V41) for c in (True, False)] + [
+    (4096, "bfloat16", True, 1, (20, 1e-6, 1e-6)), (7168, "bfloat16", False, 1, (20, 1e-6, 1e-6))]
 PROJ = [(5120, "bfloat16", c, s, V41 if s == 1 else None) for c in (True, False) for s in (1, 8, 16)] + [
     (4096, "bfloat16", True, 16, None), (7168, "bfloat16", False, 16, None), (64, "bfloat16", True, 1, V41),
-    (64, "bfloat16", False, 1, V41), (5120, "float32", True, 16, None), (5120, "float32", False, 16, None)]
+    (64, "bfloat16", False, 1, V41), (5120, "float32", True, 16, None), (5120, "float32", False, 16, None),
+    # tests/test_run_site_gpu.py: tiny V4 (norm_eps 1e-6, own-site collapse), tiny V4.1 with float32 streams
+    (64, "bfloat16", False, 1, (20, 1e-6, 1e-6)), (64, "float32", True, 1, V41)]
 FINISH = [(4, 5120, 20, 1e-6, 1e-20, 8), (4, 5120, 20, 1e-6, 1e-20, 16), (4, 4096, 20, 1e-6, 1e-6, 16),
-          (4, 7168, 20, 1e-6, 1e-6, 16)]
+          (4, 7168, 20, 1e-6, 1e-6, 16), (4, 5120, 20, 1e-6, 1e-20, 2)]
 COLLAPSE = [(5120, "bfloat16"), (7168, "bfloat16"), (64, "bfloat16"), (5120, "float32")]
-WRITE = [(64, "bfloat16"), (4096, "bfloat16"), (5120, "bfloat16"), (7168, "bfloat16"), (5120, "float32")]
+WRITE = [(64, "bfloat16"), (4096, "bfloat16"), (5120, "bfloat16"), (7168, "bfloat16"), (5120, "float32"),
+         (64, "float32")]
+EXACT_HC = (4, 2)  # the exact split kernel: hc 4, and hc 2 for run-site's torch path on another stream count
 
 
 def main() -> int:
@@ -43,9 +50,10 @@ def main() -> int:
 
     t0 = time.time()
     funcs = [make_proj(d, st, c, s, S.DEFAULT_PROJ, op) for d, st, c, s, op in PROJ]
+    funcs += [make_proj(d, st, c, s, S.WIDE_PROJ, op) for d, st, c, s, op in WIDE]
     funcs += [S.make_finish(*k) for k in FINISH] + [S.make_collapse(*k) for k in COLLAPSE]
-    funcs += [S.make_write(*k) for k in WRITE] + [make_prim_func("exact", 4, 20, 1e-6, DEFAULT_TILING)]
-    funcs += [make_proj(*k) for tiling in VARIANTS for k in variant_keys(tiling)]
+    funcs += [S.make_write(*k) for k in WRITE] + [make_prim_func("exact", hc, 20, 1e-6, DEFAULT_TILING) for hc in EXACT_HC]
+    funcs += [make_proj(*k) for tiling in [S.WIDE_PROJ] + VARIANTS for k in variant_keys(tiling)]
     groups = [(funcs, tl_build.pass_configs())]  # the published kernel's pass configs, as tl_build.jit's
     peers = []
     try:

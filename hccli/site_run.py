@@ -15,7 +15,10 @@ from hccli.site import REFERENCE, ChainSite, SiteRef, Variant, cast, forward, ru
 from hccli.site_source import SiteModel, check_tokens, read_streams, sublayer_outputs
 
 DEFAULT_TOKENS = 16
-IMPLS = ("numpy", "auto", "exact", "fast", "block", "torch")  # numpy: hccli/site.py; the rest: kernels/site_torch.py
+# numpy: hccli/site.py; auto: the site kernels on a GPU (kernels/site_fused.py), else as the rest: the torch
+# path, kernels/site_torch.py, the split through that kernel
+IMPLS = ("numpy", "auto", "exact", "fast", "block", "torch")
+PATHS = ("numpy", "torch", "site-kernels")  # what a run's sites went through (SiteRunReport.path)
 
 
 @dataclass(frozen=True)
@@ -27,7 +30,7 @@ class RunRequest:
     layers: frozenset[int] | None = None
     sites: tuple[str, ...] | None = None
     precision: str = "f32"  # the projection's operands: f32 | tf32 | bf16 | f16
-    impl: str = "numpy"
+    impl: str | None = None  # None: numpy, or auto where --device names a GPU
     device: str | None = None
 
 
@@ -67,18 +70,45 @@ class SiteRunReport:
     sites: tuple[SiteRow, ...]
     saved: str | None = None
     notes: tuple[str, ...] = field(default=())
+    path: str = "numpy"  # PATHS: numpy, the torch path or the site kernels
 
 
-def compute_for(impl: str, device: str | None, hc_mult: int) -> tuple[Callable, str]:
-    """(the site computation, what it is in words): numpy's forward, or the torch path with the split
-    through the chosen kernel of kernels/registry.py."""
+def default_impl(impl: str | None, device: str | None) -> str:
+    """--impl as given; without one, numpy on the CPU and auto (the site kernels) on another --device."""
+    if impl is not None:
+        return impl
+    return "numpy" if device in (None, "cpu") else "auto"
+
+
+@dataclass(frozen=True)
+class Compute:
+    run: Callable  # run(inputs, params, variant) -> {step: float32 array}
+    path: str  # PATHS
+    how: str  # what runs it, in words
+    note: str | None = None  # why the site kernels did not run on the GPU in use
+
+
+def compute_for(impl: str | None, device: str | None, hc_mult: int, dim: int, streams_dtype: str,
+                unsupported: str | None = None) -> Compute:
+    """numpy's forward, or (kernels/site_fused.py) the site kernels or the torch path with the split
+    through the chosen kernel; `unsupported`: why this run needs what the site kernels do not give."""
+    impl = default_impl(impl, device)
     if impl == "numpy":
         if device not in (None, "cpu"):
-            raise HcError(f"--device {device}: the numpy forward runs on the CPU; give --impl torch (or a kernel)")
-        return forward, "numpy: hccli/site.py, float32 in the published order"
-    from hccli.kernels.site_torch import torch_forward
+            raise HcError(f"--device {device}: the numpy forward runs on the CPU; give --impl auto, torch or a kernel")
+        return Compute(forward, "numpy", "numpy: hccli/site.py, float32 in the published order")
+    from hccli.kernels.site_fused import choose
 
-    return torch_forward(impl, device, hc_mult)
+    p = choose(impl, device, hc_mult, dim, streams_dtype, unsupported)
+    return Compute(p.compute, p.name, p.how, p.note)
+
+
+def _unsupported(req: RunRequest, save: Path | None) -> str | None:
+    if req.precision != "f32":
+        return f"--precision {req.precision} rounds the projection's operands, and they compute it in float32"
+    if save is not None:
+        return "--save writes every step, and site_pre keeps the rms statistic (rsqrt) inside"
+    return None
 
 
 def _select(model: SiteModel, req: RunRequest) -> Callable[[SiteRef], bool]:
@@ -144,7 +174,8 @@ def run_site(model: SiteModel, req: RunRequest, save: Path | None = None,
             raise HcError(f"--save {save}: {count:,} values to save; hc writes at most {MAX_GOLDEN_VALUES:,} "
                           "(site_golden.MAX_GOLDEN_VALUES): fewer --tokens or --layers")
     f_of, f_origin = sublayer_outputs(req.sublayer, model.plan, req.seed, cast(x, dtype), dtype)
-    compute, how = compute_for(req.impl, req.device, hc)
+    chosen = compute_for(req.impl, req.device, hc, dim, dtype, _unsupported(req, save))
+    compute, how = chosen.run, chosen.how
     last: dict[SiteRef, Any] = {}
 
     def tensors(ref: SiteRef):  # the two chains of a --precision run ask in step: read each site once
@@ -172,13 +203,17 @@ def run_site(model: SiteModel, req: RunRequest, save: Path | None = None,
     p = params
     return SiteRunReport(model.label, model.kind, model.dialect, p.family, p.hc_mult, p.iters, p.hc_eps, p.norm_eps,
                          model.origin, dim, tokens, origin, dtype, f_origin, how, req.precision, tuple(rows),
-                         None if save is None else str(save), model.notes)
+                         None if save is None else str(save), model.notes + ((chosen.note,) if chosen.note else ()),
+                         chosen.path)
 
 
-def compare_file(path: Path, impl: str = "numpy", device: str | None = None, atol: float = 0.0):
+def compare_file(path: Path, impl: str | None = None, device: str | None = None, atol: float = 0.0):
     """Re-run a golden file's inputs site by site and compare every step (site_golden.compare_golden)."""
     from hccli.site_golden import compare_golden, read_golden
 
     golden = read_golden(path)
-    compute, how = compute_for(impl, device, golden.params.hc_mult)
-    return compare_golden(golden, lambda inp, params: compute(inp, params, REFERENCE), how, atol)
+    p = golden.params
+    c = compute_for(impl, device, p.hc_mult, golden.dim, p.streams_dtype,
+                    "--compare checks every step, and site_pre keeps the rms statistic (rsqrt) inside")
+    how = c.how if c.note is None else f"{c.how} ({c.note})"
+    return compare_golden(golden, lambda inp, params: c.run(inp, params, REFERENCE), how, atol)

@@ -180,10 +180,13 @@ def _bundled_dims():
     return sorted({load_config(p).dim for p in ALL_CONFIGS})
 
 
-# every dim of the bundled configs, both stream dtypes, both collapses and every split count between them
-SITE_PROJ_CASES = [(5120, "bfloat16", True, 8), (5120, "bfloat16", False, 1), (4096, "bfloat16", True, 16),
-                   (7168, "bfloat16", False, 16), (64, "bfloat16", True, 1), (4096, "float32", True, 8),
-                   (64, "float32", False, 1)]
+# every dim of the bundled configs, both stream dtypes, both collapses, every split count and both
+# tilings (site_tl.DEFAULT_PROJ, and WIDE_PROJ's 128-token blocks) between them
+SITE_PROJ_CASES = [(5120, "bfloat16", True, 8, "default"), (5120, "bfloat16", False, 1, "default"),
+                   (4096, "bfloat16", True, 16, "default"), (7168, "bfloat16", False, 16, "default"),
+                   (64, "bfloat16", True, 1, "default"), (4096, "float32", True, 8, "default"),
+                   (64, "float32", False, 1, "default"), (5120, "bfloat16", True, 1, "wide"),
+                   (7168, "bfloat16", False, 1, "wide")]
 SITE_STREAM_DIMS = [(64, "bfloat16"), (4096, "bfloat16"), (5120, "bfloat16"), (7168, "bfloat16"), (5120, "float32"),
                     (64, "float32")]
 
@@ -208,13 +211,16 @@ def _site_cubin(built, name):
     return built.source
 
 
-@pytest.mark.parametrize("dim,stream,collapse,splits", SITE_PROJ_CASES)
-def test_site_projection_compiles_to_an_sm90_cubin(tilelang, dim, stream, collapse, splits):
+@pytest.mark.parametrize("dim,stream,collapse,splits,tiling", SITE_PROJ_CASES)
+def test_site_projection_compiles_to_an_sm90_cubin(tilelang, dim, stream, collapse, splits, tiling):
     from hccli.kernels.site_proj import build_kernel
-    from hccli.kernels.site_tl import DEFAULT_PROJ
+    from hccli.kernels.site_tl import DEFAULT_PROJ, WIDE_PROJ
 
     op = (20, 1e-6, 1e-20) if splits == 1 else None
-    src = _site_cubin(build_kernel("proj", dim, stream, collapse, splits, DEFAULT_PROJ, op), "site_pre_proj")
+    t = WIDE_PROJ if tiling == "wide" else DEFAULT_PROJ
+    src = _site_cubin(build_kernel("proj", dim, stream, collapse, splits, t, op), "site_pre_proj")
+    # one warp group per 64 tokens of the block
+    assert f"__launch_bounds__({t.threads}, 1)" in src and t.threads == 2 * t.block_tokens
     # the tensor cores (one m64n80k16 wgmma per 16 features of the step), fed by asynchronous copies
     wgmma = "wgmma_ss<tl::DataType::kBFloat16, tl::DataType::kBFloat16, tl::DataType::kFloat32, 64, 80, 16"
     assert wgmma in src and "cp_async_gs" in src

@@ -90,14 +90,22 @@ def test_fn_splits_into_three_exact_bfloat16_parts(stream):
         pack_fn(fn[:, :100], 128, stream)
 
 
-def test_split_count_fills_the_gpu():
-    from hccli.kernels.site_pre import choose_splits
-    from hccli.kernels.site_tl import splits_for
+def test_split_count_and_block_fill_the_gpu():
+    from hccli.kernels.site_pre import choose_launch
+    from hccli.kernels.site_tl import DEFAULT_PROJ, WIDE_PROJ, splits_for
 
     assert splits_for(5120, "bfloat16") == (1, 8, 16) and splits_for(64, "bfloat16") == (1,)
     assert splits_for(7168, "bfloat16") == (1, 8, 16) and splits_for(7168, "float32") == (1, 8, 16)
-    assert [choose_splits(n, 5120, "bfloat16", 132) for n in (1, 128, 1024, 8192, 65536)] == [16, 16, 8, 1, 1]
-    assert choose_splits(8192, 64, "bfloat16", 132) == 1
+    counts = (1, 128, 1024, 8192, 16000, 16001, 65536)
+    got = [choose_launch(n, 5120, "bfloat16", 132) for n in counts]
+    assert [s for _, s in got] == [16, 16, 8, 1, 1, 1, 1]
+    # 128-token blocks where at least 95% of the 132 SMs get one (126 tiles from 16,001 tokens)
+    assert [t.block_tokens for t, _ in got] == [64, 64, 64, 64, 64, 128, 128]
+    assert choose_launch(65536, 5120, "float32", 132) == (DEFAULT_PROJ, 1)  # measured for bfloat16 only
+    assert choose_launch(8192, 64, "bfloat16", 132) == (DEFAULT_PROJ, 1)
+    # one packed fn serves both: the same features a step
+    assert WIDE_PROJ.dim_step("bfloat16") == DEFAULT_PROJ.dim_step("bfloat16")
+    assert WIDE_PROJ.threads == 2 * DEFAULT_PROJ.threads == 2 * WIDE_PROJ.block_tokens
 
 
 def test_registry_falls_back_to_the_eager_chain_without_a_gpu(monkeypatch):

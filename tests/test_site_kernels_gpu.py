@@ -153,7 +153,7 @@ def check_pre(kernels, n, dim=5120, stream="bfloat16", collapse="delayed", norm_
 
 
 @pytest.mark.parametrize("collapse", ["own", "delayed"])
-@pytest.mark.parametrize("n", [1, 37, 300, 5000, 20000])  # every split count the projection is built for
+@pytest.mark.parametrize("n", [1, 37, 300, 5000, 20000])  # every split count and both tilings site_pre takes
 def test_site_pre_v41_shapes(kernels, n, collapse):
     check_pre(kernels, n, collapse=collapse)
 
@@ -163,6 +163,12 @@ def test_site_pre_v41_shapes(kernels, n, collapse):
     (64, "bfloat16", "delayed", 1e-20), (5120, "float32", "own", 1e-20), (5120, "float32", "delayed", 1e-20)])
 def test_site_pre_other_dims_and_float32_streams(kernels, dim, stream, collapse, norm_eps):
     check_pre(kernels, 300 if dim > 64 else 1000, dim, stream, collapse, norm_eps)
+
+
+@pytest.mark.parametrize("dim,collapse", [(4096, "delayed"), (7168, "own")])
+def test_site_pre_wide_blocks_at_other_dims(kernels, dim, collapse):
+    # 16,384 tokens: 128 tiles of 128 tokens fill the GPU, so site_pre takes site_tl.WIDE_PROJ
+    check_pre(kernels, 16384, dim, "bfloat16", collapse, 1e-6)
 
 
 @pytest.mark.parametrize("x_scale", [1e-4, 1e4])

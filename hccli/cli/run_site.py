@@ -20,6 +20,8 @@ EPILOG = """Examples:
 
   hc run-site /tmp/tiny --precision bf16                 # the projection in bf16: drift against f32
 
+  hc run-site /tmp/tiny --device cuda                    # on a GPU: the fused site kernels
+
   hc run-site /tmp/tiny --save golden.safetensors        # golden site vectors for a port
 
   hc run-site --compare golden.safetensors               # ... re-run from their inputs
@@ -64,9 +66,11 @@ def run_site_cmd(
     sublayer: Annotated[str, typer.Option(
         "--sublayer", callback=_sublayer, help="The sub-layer's output f at each site: zero (pure stream mixing), "
         "random (seeded), or a .safetensors file of `LAYER.SITE.f` (or one `f`).")] = "random",
-    impl: Annotated[str, typer.Option("--impl", callback=_choice("--impl", IMPLS), help="numpy (the reference, "
-                                      "CPU), or torch / a kernel of run-kernel: the torch path, the split through "
-                                      "that kernel.")] = "numpy",
+    impl: Annotated[Optional[str], typer.Option(
+        "--impl", callback=_choice("--impl", IMPLS), show_default=False,
+        help="numpy (the reference, CPU; the default without --device), auto (the default with a GPU --device: "
+             "the fused site kernels site_pre and site_write where they have a build, else the torch path, saying "
+             "why), or torch / a kernel of run-kernel: the torch path, the split through that kernel.")] = None,
     device: DeviceOpt = None,
     precision: Annotated[str, typer.Option(
         "--precision", callback=_choice("--precision", PRECISIONS),

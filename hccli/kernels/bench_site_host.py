@@ -61,9 +61,9 @@ def _pre_rows(torch: Any, dev: str, n: int, dim: int, dtype: Any, stream: str, i
             return P.site_pre(x, packed, scale, base, **kw)
 
         call()  # compiles, and fills the fast path's cache
-        splits = P.choose_splits(n, dim, stream, P._sms(torch, torch.device(dev).index))
+        tiling, splits = P.choose_launch(n, dim, stream, P._sms(torch, torch.device(dev).index))
         op = (iters, float(eps), float(norm_eps)) if splits == 1 else None
-        proj = P.compiled_proj(dim, stream, collapse == "delayed", splits, op)
+        proj = P.compiled_proj(dim, stream, collapse == "delayed", splits, op, tiling)
         finish = P.compiled_finish(dim, iters, eps, norm_eps, splits) if splits > 1 else None
         col = P.compiled_collapse(dim, stream)
         ws = torch.empty(splits, n, 32, device=dev)

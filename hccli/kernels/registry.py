@@ -213,6 +213,7 @@ class SiteImpl:
     name: str  # the kernel's name (= op) or "eager"
     device: str
     reason: str  # one line: how the choice was made
+    why: str = ""  # where the kernel does not run: the cause alone, for callers with another fallback
 
     def function(self) -> Any:
         """The callable: site_pre.site_pre / site_write.site_write, or the eager chain's."""
@@ -243,15 +244,16 @@ def resolve_site(op: str, device: str | None = None, hc_mult: int = DEFAULT_HC_M
     dev = _normalise_device(torch, device)
     if dev == "cpu" or not torch.cuda.is_available():
         why = "device cpu asked for" if dev == "cpu" else "no CUDA device"
-        return SiteImpl(op, "eager", "cpu", f"{op}: {why}, using the eager chain on cpu")
+        return SiteImpl(op, "eager", "cpu", f"{op}: {why}, using the eager chain on cpu", why)
     chosen = dev or "cuda:0"
     problem = tilelang_problem()
     if problem:
-        return SiteImpl(op, "eager", chosen, f"{op}: tilelang does not import ({problem}), using the eager chain on {chosen}")
+        why = f"tilelang does not import ({problem})"
+        return SiteImpl(op, "eager", chosen, f"{op}: {why}, using the eager chain on {chosen}", why)
     from hccli.kernels.site_tl import DEFAULT_PROJ, check_site
 
     try:  # without a dim, only the stream count and dtype are checked
         check_site(hc_mult, DEFAULT_PROJ.block_dim if dim is None else dim, stream)
     except HcError as exc:
-        return SiteImpl(op, "eager", chosen, f"{op}: {exc.message}, using the eager chain on {chosen}")
+        return SiteImpl(op, "eager", chosen, f"{op}: {exc.message}, using the eager chain on {chosen}", exc.message)
     return SiteImpl(op, op, chosen, f"{op}: the tilelang kernel on {chosen}")

@@ -7,7 +7,8 @@ this kernel computed, collapsed bit-identical to the eager collapse with the
 same pre mix (so within one rounding of the float64 collapse).
 
 The kernels are site_proj.py's and site_tl.py's: the projection over `splits`
-blocks per token tile (choose_splits: one where the token tiles fill the GPU),
+blocks per token tile (choose_launch: one where the token tiles fill the GPU,
+in 128-token tiles where those do),
 which also collapses with a given pre mix (V4.1's delayed hand-off) and, with
 one split, finishes its tokens (mixes, split); with more, the finish kernel
 does that; where the collapse needs this site's own pre (V4), the collapse
@@ -86,20 +87,24 @@ def pack_fn(fn: Any, dim: int, stream: str, device: Any = None) -> PackedFn:
 FILL = 0.95
 
 
-def choose_splits(tokens: int, dim: int, stream: str, sms: int) -> int:
-    """The fewest built splits that give ~every SM a block."""
+def choose_launch(tokens: int, dim: int, stream: str, sms: int) -> tuple[S.ProjTiling, int]:
+    """(tiling, splits): 128-token blocks, one split, where their tiles give ~every SM a block
+    (bfloat16 streams); else 64-token blocks over the fewest built splits that do."""
+    if stream == "bfloat16" and -(-tokens // S.WIDE_PROJ.block_tokens) >= FILL * sms:
+        return S.WIDE_PROJ, 1
     options = S.splits_for(dim, stream)
     tiles = -(-tokens // S.DEFAULT_PROJ.block_tokens)
-    return next((s for s in options if tiles * s >= FILL * sms), options[-1])
+    return S.DEFAULT_PROJ, next((s for s in options if tiles * s >= FILL * sms), options[-1])
 
 
 def _configs() -> dict[Any, Any]:
     return tl_build.pass_configs()
 
 
-def compiled_proj(dim: int, stream: str, collapse: bool, splits: int, op: tuple | None = None) -> Any:
+def compiled_proj(dim: int, stream: str, collapse: bool, splits: int, op: tuple | None = None,
+                  tiling: S.ProjTiling = S.DEFAULT_PROJ) -> Any:
     """The projection; op = (iters, eps, norm_eps) exactly when splits is 1 (it finishes its tokens)."""
-    return tl_build.jit(make_proj, _configs, (dim, stream, collapse, splits, S.DEFAULT_PROJ, op))
+    return tl_build.jit(make_proj, _configs, (dim, stream, collapse, splits, tiling, op))
 
 
 def compiled_finish(dim: int, iters: int, eps: float, norm_eps: float, splits: int) -> Any:
@@ -127,22 +132,22 @@ class _Plan:
         self.op = (iters, float(eps), float(norm_eps))
         self.finish: dict[int, Any] = {}
         self.collapse = tl_build.executable(compiled_collapse(dim, stream)) if own else None
-        self.proj: dict[int, Any] = {}
+        self.proj: dict[tuple, Any] = {}  # (tiling, splits) -> executable
         # the projection's workspace per CUDA stream (a raw stream pointer): work on one stream runs in
         # order, so the next call there may reuse it; another stream gets its own
         self.ws: dict[int, tuple[Any, Any, Any]] = {}  # stream -> (buffer, (splits, tokens), view)
         self.stream_of = torch._C._cuda_getCurrentRawStream
-        self.last = (-1, 1)  # (tokens, splits) of the last call
+        self.last: tuple = (-1, (S.DEFAULT_PROJ, 1))  # (tokens, (tiling, splits)) of the last call
 
     def launch(self, x: Any, fnp: Any, scale: Any, base: Any, pre_mix: Any, outs: tuple[Any, ...]) -> None:
         tokens = x.shape[0]
         if tokens != self.last[0]:
-            self.last = (tokens, choose_splits(tokens, self.dim, self.stream, self.sms))
-        splits = self.last[1]
-        proj = self.proj.get(splits)
+            self.last = (tokens, choose_launch(tokens, self.dim, self.stream, self.sms))
+        tiling, splits = how = self.last[1]
+        proj = self.proj.get(how)
         if proj is None:
-            proj = self.proj[splits] = tl_build.executable(
-                compiled_proj(self.dim, self.stream, not self.own, splits, self.op if splits == 1 else None))
+            proj = self.proj[how] = tl_build.executable(compiled_proj(
+                self.dim, self.stream, not self.own, splits, self.op if splits == 1 else None, tiling))
             if splits > 1:
                 self.finish[splits] = tl_build.executable(compiled_finish(self.dim, *self.op, splits))
         mixes, pre, post, comb, collapsed = outs

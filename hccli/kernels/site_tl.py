@@ -37,7 +37,7 @@ NPARTS = 3  # bfloat16 parts of fn (and of float32 streams)
 PART_ROWS = 24  # (2 + hc) * hc for hc 4
 FN_ROWS = 80  # 3 x 24 rows, padded to a width wgmma takes in one instruction
 WS_COLS = 32  # workspace row: 24 sums, the sum of squares, padding to 128 bytes
-SPLITS = (1, 8, 16)  # split counts the projection is built for (site_pre.choose_splits); 1 finishes in-kernel
+SPLITS = (1, 8, 16)  # split counts the projection is built for (site_pre.choose_launch); 1 finishes in-kernel
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,10 @@ class ProjTiling:
 
 
 DEFAULT_PROJ = ProjTiling()
+# 128-token blocks of two warp groups: each fn tile read from L2 once for twice the tokens (fn is more
+# of a 64-token block's traffic than x). Taken where their tiles alone give every SM a block
+# (site_pre.choose_launch), bfloat16 streams; the same step, so the same packed fn.
+WIDE_PROJ = ProjTiling(block_tokens=128, threads=256)
 STREAM_CHUNK = 1024  # features per step of the streaming kernels (collapse, write)
 STREAM_THREADS = 128
 FINISH_THREADS = 128
