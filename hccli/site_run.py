@@ -17,7 +17,6 @@ from hccli.site_source import SiteModel, check_tokens, read_streams, sublayer_ou
 DEFAULT_TOKENS = 16
 # numpy: hccli/site.py; auto: the site kernels on a GPU (kernels/site_fused.py), else as the rest: the torch
 # path, kernels/site_torch.py, the split through that kernel
-IMPLS = ("numpy", "auto", "exact", "fast", "block", "torch")
 PATHS = ("numpy", "torch", "site-kernels")  # what a run's sites went through (SiteRunReport.path)
 
 

@@ -9,6 +9,7 @@ from hccli.cli.app import app
 from hccli.cli.kernel_options import DeviceOpt, SeedOpt, _at_least, _input_file
 from hccli.cli.options import JsonOpt, LayersOpt, PlotOpt, SitesOpt
 from hccli.errors import HcError
+from hccli.kernels.registry import IMPL_NAMES
 
 EPILOG = """Examples:
 
@@ -29,7 +30,6 @@ EPILOG = """Examples:
   hc check-port port.safetensors --golden golden.safetensors   # ... and a port's outputs judged
 """
 
-IMPLS = ("numpy", "auto", "exact", "fast", "block", "torch")
 PRECISIONS = ("f32", "tf32", "bf16", "f16")
 
 
@@ -67,7 +67,7 @@ def run_site_cmd(
         "--sublayer", callback=_sublayer, help="The sub-layer's output f at each site: zero (pure stream mixing), "
         "random (seeded), or a .safetensors file of `LAYER.SITE.f` (or one `f`).")] = "random",
     impl: Annotated[Optional[str], typer.Option(
-        "--impl", callback=_choice("--impl", IMPLS), show_default=False,
+        "--impl", callback=_choice("--impl", ("numpy", *IMPL_NAMES)), show_default=False,
         help="numpy (the reference, CPU; the default without --device), auto (the default with a GPU --device: "
              "the fused site kernels site_pre and site_write where they have a build, else the torch path, saying "
              "why), or torch / a kernel of run-kernel: the torch path, the split through that kernel.")] = None,
