@@ -1,5 +1,5 @@
-"""Where the time of `hc inspect` goes, step by step, in process (the breakdown the README's
-Performance section gives). Each command runs in a fresh interpreter, as a user runs it, with
+"""Where the time of `hc inspect` goes, step by step, in process (the breakdown
+benchmarks/NOTES.md gives). Each command runs in a fresh interpreter, as a user runs it, with
 timers wrapped around the steps; medians over the runs. Steps nest (open_checkpoint holds the
 index and the headers; verify holds the inventory and its checks), so columns do not add up.
 

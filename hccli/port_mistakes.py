@@ -2,7 +2,7 @@
 
 A mistake is a Variant of the site's forward (hccli/site.py): the same ops, computed the
 way a port got them wrong. Two mistakes of one kind are never paired (one projection
-format at a time, one iteration count). docs/check-port.md lists them with their reports.
+format at a time, one iteration count). docs/commands/check-port.md lists them with their reports.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ rounds float32 to the streams' dtype. V4's head mix is the pre part only:
 pre = sigmoid(mixes * scale + base) + hc_eps, then collapsed; V4.1's end of a stack is
 a collapse alone, with the last FFN's pre.
 
-Where each line comes from (docs/check-port.md has the excerpts):
+Where each line comes from (docs/commands/check-port.md has the excerpts):
 - mixes, collapse, write-back: DeepSeek-V4-Flash inference/model.py Block.hc_pre and
   Block.hc_post (`x.flatten(2).float()`, `F.linear(x, hc_fn) * rsqrt`,
   `torch.sum(pre.unsqueeze(-1) * x.view(shape), dim=2)`, `post.unsqueeze(-1) * x.unsqueeze(-2)

@@ -52,3 +52,23 @@ def test_help_has_no_unfilled_placeholders(command, monkeypatch):
 
 def test_every_command_is_covered():
     assert ["cache", "clear"] in _every_command() and ["inspect"] in _every_command()
+
+
+def _completing(**env):
+    import os
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    full = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}", **env}
+    return subprocess.run([sys.executable, "-c", "import sys; sys.argv[0] = 'hc'; from hccli.cli.app import main; main()"],
+                          env=full, capture_output=True, text=True, timeout=120)
+
+
+def test_shell_completion_is_offered_and_completes_commands_and_options():
+    assert "--install-completion" in run_hc("--help").stdout  # as the README says
+    assert _completing(_HC_COMPLETE="complete_bash", COMP_WORDS="hc cou", COMP_CWORD="1").stdout.split() == [
+        "count-params"]
+    assert "--verify" in _completing(_HC_COMPLETE="complete_bash", COMP_WORDS="hc inspect --ver",
+                                     COMP_CWORD="2").stdout.split()

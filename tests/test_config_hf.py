@@ -122,7 +122,7 @@ def test_readme_transformers_params_figure():
     from conftest import ROOT
 
     m = run_hc("count-params", str(SAMPLES / "deepseek-v4-flash.json"), "--model", "--json").json()["model"]
-    row = next(line for line in (ROOT / "README.md").read_text().splitlines()
+    row = next(line for line in (ROOT / "docs" / "commands" / "count-params.md").read_text().splitlines()
                if line.startswith("| `transformers_params`"))
     assert f"{m['transformers_params']:,}" in row
     assert f"{m['text_path_params'] - m['transformers_params']:,} under the text path" in row

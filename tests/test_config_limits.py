@@ -201,8 +201,8 @@ def test_readme_states_the_bounds_the_code_holds():
     from hccli.config import bounds as b
     from hccli.cli.specs import MAX_LAYER_NUMBER
 
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("### Config files"):readme.index("## Performance")]
+    page = (ROOT / "docs" / "security.md").read_text()
+    section = page.split("\n## Config files\n", 1)[1].split("\n## ", 1)[0]
     for text in (f"{MAX_CONFIG_BYTES:,} bytes", f"| 1..{b.MAX_LAYERS:,} |", f"| 0..{b.MAX_STAGES} |",
                  f"`hc_mult` | 1..{b.MAX_HC_MULT} |", f"| 1..{b.MAX_SINKHORN_ITERS:,} |",
                  f"up to 2^{b.MAX_DIM.bit_length() - 1} |", f"up to 2^{b.MAX_COUNT.bit_length() - 1} |",

@@ -52,13 +52,14 @@ def test_hc_totals_of_every_bundled_config(path):
 
 
 def test_readme_hc_table_is_what_the_command_prints():
-    # every row of the README's table of bundled configs, against count-params --model --json
+    # every row of the docs' table of bundled configs, against count-params --model --json
     import re
 
     from conftest import ROOT
 
     rows = re.findall(r"^\| `(sample_configs/[\w.\-]+\.json)` \| ([\d,]+) \| ([\d,]+) \| ([\d,]+) \((\d+) (\w+)\) "
-                      r"\| ([\d.,]+) GB \| ([\d.,]+) G \| ([\d.,]+) G \|", (ROOT / "README.md").read_text(), re.M)
+                      r"\| ([\d.,]+) GB \| ([\d.,]+) G \| ([\d.,]+) G \|",
+                      (ROOT / "docs" / "commands" / "count-params.md").read_text(), re.M)
     assert len(rows) == 5
     num = lambda s: float(s.replace(",", ""))  # noqa: E731
     for path, text, head, stages, n_stages, kind, gb, logical, text_path in rows:

@@ -109,7 +109,7 @@ def test_readme_lists_exactly_the_exit_codes():
     from hccli import errors
 
     text = (ROOT / "README.md").read_text()
-    section = text.split("### Exit codes and errors", 1)[1].split("\n## ", 1)[0]
+    section = text.split("\n## Exit codes\n", 1)[1].split("\n## ", 1)[0]
     listed = {int(m) for m in re.findall(r"^\| (\d+) \|", section, re.M)}
     assert listed == {v for k, v in vars(errors).items() if k.startswith("EXIT_")}
 

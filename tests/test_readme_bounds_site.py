@@ -1,15 +1,14 @@
-"""The README's bounds table rows of run-site and check-port, read back from their constants."""
+"""The bounds table's rows (docs/security.md) of run-site and check-port, read back from their constants."""
 
 import re
 
-from conftest import ROOT
-from test_readme_bounds import _row
+from test_readme_bounds import BOUNDS_PAGE, _row
 
 from hccli import site_golden, site_source
 
 
 def test_site_bounds_match_the_code():
-    text = (ROOT / "README.md").read_text()
+    text = BOUNDS_PAGE.read_text()
     for what, value in (("values in one streams array or fn `run-site` reads or builds (tokens x hc x dim)",
                          site_source.MAX_STREAM_VALUES),
                         ("values in one golden site file (`run-site --save`/`--compare`, `check-port`)",

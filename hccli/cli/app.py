@@ -110,7 +110,7 @@ app = HcTyper(
         "Set HC_DEBUG=1 to see tracebacks."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # typer's --install-completion and --show-completion (the README names them)
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},

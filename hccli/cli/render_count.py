@@ -188,7 +188,7 @@ def _model(r: CountReport) -> Iterator[Any]:
         _add(d, k, _n(v.tensors), _n(v.elements), f"{_n(v.bytes)} ({_gb(v.bytes)})")
     yield Text("")
     yield d
-    cv = _table("Totals under each counting convention (JSON keys: see the README's counting conventions)",
+    cv = _table("Totals under each counting convention (JSON keys: see docs/commands/count-params.md)",
                 ("convention", TEXT), ("value", NUMBER), ("", NUMBER), ("JSON key", DATA))
     for key, title, _what in CONVENTIONS:
         value = getattr(tot, key)

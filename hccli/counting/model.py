@@ -34,7 +34,8 @@ class ComponentTotals:
 
 @dataclass(frozen=True, slots=True)
 class ModelTotals:
-    """The whole model under each counting convention; field names are the JSON keys (README)."""
+    """The whole model under each counting convention; field names are the JSON keys
+    (docs/commands/count-params.md)."""
 
     tensors: int
     stored_bytes: int

@@ -1,7 +1,7 @@
 """Golden vectors: `run-kernel --save` writes them, `run-kernel --compare` reads them back and re-runs them.
 
-The file is one .safetensors file (little-endian F32 tensors, README "Golden
-vectors" has the format for ports): mixes [n, (2+hc)*hc], hc_scale [3], hc_base
+The file is one .safetensors file (little-endian F32 tensors; docs/commands/run-kernel.md,
+"Golden vectors", has the format for ports): mixes [n, (2+hc)*hc], hc_scale [3], hc_base
 [(2+hc)*hc], pre [n, hc], post [n, hc], comb [n, hc, hc]; metadata "format"
 (FORMAT), "hc_mult", "sinkhorn_iters" (decimal integers), "eps" (a decimal float
 that round-trips), and informative "impl", "device", "input", "base_scale",
