@@ -11,7 +11,7 @@ from hccli.config.model import ConfigUnusable
 from hccli.inspect_hc import HcEntry
 
 if TYPE_CHECKING:  # verify's modules load only for --verify
-    from hccli.checkpoint.findings import Finding
+    from hccli.checkpoint.findings import Finding, Verdict
 
 
 @dataclass(frozen=True)
@@ -89,6 +89,7 @@ class InspectDocument:
     layer_numbering: LayerNumbering
     hc: list[HcEntry]
     findings: list[Finding]
+    verdict: Verdict | None  # --verify's counts (findings.verdict); None without --verify
     unreadable_shards: list[UnreadableShard]
     transferred_bytes: int
     remote: RemoteInfo | None

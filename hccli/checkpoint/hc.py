@@ -150,8 +150,15 @@ def find_sites(shards: list[Shard], merged: dict | None, dialect: str, config: M
     return n_layers, n_stages, out
 
 
-def _layer_counts(shards: list[Shard], merged: dict | None, dialect: str, config: ModelConfig | None
-                  ) -> tuple[int, int]:
+def own_layer_counts(ckpt: Checkpoint, more_names: list[str]) -> tuple[int, int]:
+    """(n_layers, n_stages) as the checkpoint itself numbers them, whatever its config says: a
+    GGUF's metadata, else its names and `more_names` (what the index places in shards that
+    could not be read)."""
+    return _layer_counts(ckpt.readable(), ckpt.merged, ckpt.dialect.dialect, None, more_names)
+
+
+def _layer_counts(shards: list[Shard], merged: dict | None, dialect: str, config: ModelConfig | None,
+                  more_names: list[str] = ()) -> tuple[int, int]:
     """(n_layers, n_stages): from the config when there is one, else from a GGUF's metadata, else
     from the names."""
     if config is not None:
@@ -159,7 +166,8 @@ def _layer_counts(shards: list[Shard], merged: dict | None, dialect: str, config
     m = _gguf_model(shards) if dialect == D.GGUF else None
     if m is not None and m.n_layers is not None:
         return m.n_layers, 0
-    names = list(merged) if merged is not None else chain.from_iterable(s.header.names for s in shards)
+    # a list: the scan below walks the names twice (the names, and whether each holds "hc")
+    names = [*(merged if merged is not None else chain.from_iterable(s.header.names for s in shards)), *more_names]
     most = {BACKBONE: -1, STAGE: -1}
     if dialect not in (D.RELEASE, D.RELEASE_PREFIXED, D.UNKNOWN):
         # the other dialects hold no stages; their layers are numbered by their HC sites (whose
