@@ -32,7 +32,7 @@ from hccli.vocab import (
     hc_from_mix_width,
     HcName,
     mix_width,
-    owner_of,
+    owners,
     parse_hc_name,
 )
 
@@ -130,7 +130,7 @@ def find_sites(shards: list[Shard], merged: dict | None, dialect: str, config: M
     n_layers, n_stages = _layer_counts(shards, merged, dialect, config)
     parse = _hc_parser(dialect)
     groups: dict[tuple[str, str], dict] = {}
-    owners: dict[str, HcName] = {}
+    by_owner: dict[str, HcName] = {}
     for name, ref in _hc_candidates(shards, merged):
         hn = parse(name)
         if hn is not None:
@@ -140,10 +140,10 @@ def find_sites(shards: list[Shard], merged: dict | None, dialect: str, config: M
                               f"layer for {MAX_LAYERS:,} layers, three a stage for {MAX_STAGES} stages and one head "
                               "mix (hc's bounds on layers and stages)")
             groups.setdefault(key, {})[hn.part] = ref
-            owners[hn.owner] = hn
+            by_owner[hn.owner] = hn
     out = []
     for (owner, site), parts in groups.items():
-        hn = owners[owner]
+        hn = by_owner[owner]
         label = owner or "head"
         out.append(HcSiteTensors(owner, site, hn.layer(n_layers, n_stages), label, hn.is_stage, parts))
     out.sort(key=lambda s: (s.layer, SITE_ORDER[s.site]))
@@ -177,11 +177,10 @@ def _layer_counts(shards: list[Shard], merged: dict | None, dialect: str, config
             if hn is not None and hn.kind == BACKBONE and hn.num > most[BACKBONE]:
                 most[BACKBONE] = hn.num
         return most[BACKBONE] + 1, 0
-    cut = 6 if dialect == D.RELEASE_PREFIXED else 0
-    for n in names:
-        owner = owner_of(n[cut:] if cut and n.startswith("model.") else n)
-        if owner is not None and owner[1] > most[owner[0]]:
-            most[owner[0]] = owner[1]
+    if dialect == D.RELEASE_PREFIXED:
+        names = [n[6:] if n.startswith("model.") else n for n in names]
+    for kind, num in owners(names):
+        most[kind] = max(most[kind], num)
     return most[BACKBONE] + 1, most[STAGE] + 1
 
 
