@@ -32,6 +32,7 @@ from hccli.diff_select import (Advance, Meter, Selection, check_selection, hc_by
 from hccli.errors import HcError
 from hccli.hc_view import HcTensor, HcView, OtherTensor, component_of, read_both
 from hccli.inventory_types import COMPONENTS
+from hccli.model_shape import differences
 from hccli.vocab import HC_PARTS, SITE_ORDER
 
 SAMPLE_TOKENS = 16
@@ -157,15 +158,12 @@ class DiffReport:
 # --- the model they are ------------------------------------------------------------------
 
 def model_difference(a: HcView, b: HcView) -> str | None:
-    """How two views are different models (hc_mult, layers, dim), or None."""
-    diffs = []
-    for key, what in (("hc_mult", "hc_mult"), ("n_layers", "layers"), ("dim", "dim")):
-        va, vb = getattr(a.model, key), getattr(b.model, key)
-        if va is not None and vb is not None and va != vb:
-            diffs.append(f"{what} {va} vs {vb}")
+    """How two views are different models (model_shape.differences: what --verify holds a
+    checkpoint to its config by), or None."""
+    diffs = differences(a.model, b.model)
     if not diffs:
         return None
-    return (f"{a.label} and {b.label} are different models: {', '.join(diffs)} "
+    return (f"{a.label} and {b.label} are different models: {', '.join(f'{d.what} {d.a} vs {d.b}' for d in diffs)} "
             f"(A from {a.model.source}, B from {b.model.source})")
 
 

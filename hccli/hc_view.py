@@ -26,14 +26,13 @@ from hccli.checkpoint.source import ByteSource
 from hccli.components import component_of  # noqa: F401 - diff's name for it
 from hccli.config.model import ConfigUnusable
 from hccli.errors import HcError
+from hccli.model_shape import ModelShape, from_hc_shapes
 from hccli.vocab import (
-    BACKBONE,
     DEFAULT_HC_EPS,
     DEFAULT_NORM_EPS,
     DEFAULT_SINKHORN_ITERS,
     STAGE,
     HcName,
-    hc_from_mix_width,
     parse_hc_name,
 )
 
@@ -104,14 +103,6 @@ class OtherTensor(NamedTuple):  # ~96k of them at full scale: built in C, not by
     logical_params: int
 
 
-@dataclass(frozen=True)
-class ModelShape:
-    hc_mult: int | None
-    n_layers: int | None
-    dim: int | None
-    source: str  # where the figures came from: "config", "GGUF metadata", "tensor shapes"
-
-
 @dataclass
 class HcView:
     label: str
@@ -175,14 +166,6 @@ def read_both(a: HcView, b: HcView, groups: Iterable[list[HcName]]) -> Iterator[
 
 
 # --- the model's shape without a config ---------------------------------------------------
-
-def _from_shapes(hc: dict[str, HcTensor]) -> ModelShape:
-    fn = next((t for t in hc.values() if t.hc.part == "fn" and t.hc.site != "head" and len(t.shape) == 2), None)
-    layers = [t.hc.num for t in hc.values() if t.hc.kind == BACKBONE]
-    hc_mult = hc_from_mix_width(fn.shape[0]) if fn else None
-    dim = fn.shape[1] // hc_mult if fn and hc_mult and fn.shape[1] % hc_mult == 0 else None
-    return ModelShape(hc_mult, max(layers) + 1 if layers else None, dim, "tensor shapes")
-
 
 def _gguf_settings(ckpt) -> tuple[ModelShape | None, int, float, float]:
     """(model, iterations, eps, norm_eps) from a GGUF's metadata (checkpoint/gguf_meta.py: each
@@ -282,7 +265,7 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
     else:
         model, iters, eps, norm_eps = _gguf_settings(ckpt) if gguf else (None, DEFAULT_SINKHORN_ITERS,
                                                                          DEFAULT_HC_EPS, DEFAULT_NORM_EPS)
-        model = model or _from_shapes(hc)
+        model = model or from_hc_shapes((t.hc, t.shape) for t in hc.values())
         n_stages = max((t.hc.num + 1 for t in hc.values() if t.hc.kind == STAGE), default=0)
     if gguf:
         n_stages = 0  # llama.cpp's converter drops the stages; the head mix is numbered without them

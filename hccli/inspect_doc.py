@@ -12,7 +12,7 @@ from hccli.inspect_hc import HcEntry
 from hccli.jsonable import OMIT_IF_NONE
 
 if TYPE_CHECKING:  # verify's modules load only for --verify; --metadata's and --stats' when asked
-    from hccli.checkpoint.findings import Finding
+    from hccli.checkpoint.findings import Finding, Verdict
     from hccli.inspect_meta import FileMetadata
     from hccli.inspect_stats import TensorStats
 
@@ -92,6 +92,7 @@ class InspectDocument:
     layer_numbering: LayerNumbering
     hc: list[HcEntry]
     findings: list[Finding]
+    verdict: Verdict | None  # --verify's counts (findings.verdict); None without --verify
     unreadable_shards: list[UnreadableShard]
     transferred_bytes: int
     remote: RemoteInfo | None

@@ -32,7 +32,7 @@ from hccli.inspect_tree import TreeNode, build_tree_columns, merged_columns, tot
 from hccli.vocab import BACKBONE, STAGE, owner_of
 
 if TYPE_CHECKING:  # verify's modules load only for --verify
-    from hccli.checkpoint.findings import Finding
+    from hccli.checkpoint.findings import Finding, Verdict
     from hccli.checkpoint.shardset import HcSiteTensors
     from hccli.inspect_meta import FileMetadata
     from hccli.inspect_stats import TensorStats
@@ -82,6 +82,20 @@ class InspectReport:
     def errors(self) -> int:
         return sum(1 for f in self.findings or [] if f.severity == "error")
 
+    def verdict(self) -> Verdict | None:
+        """--verify's counts: root causes and findings of no cause by severity, follow-ons apart."""
+        if self.findings is None:
+            return None
+        from hccli.checkpoint.findings import verdict
+
+        return verdict(self.findings)
+
+    def follow_ons(self) -> dict[str, Any]:
+        """root id -> what follows from it (findings.follow_ons): counts and first names per code."""
+        from hccli.checkpoint.findings import follow_ons
+
+        return follow_ons(self.findings or [])
+
     def dialect_info(self) -> DialectInfo:
         d = self.ckpt.dialect
         return DialectInfo(d.dialect, DESCRIPTIONS.get(d.dialect, ""), d.evidence, d.note)
@@ -110,6 +124,7 @@ class InspectReport:
             layer_numbering=LayerNumbering(self.n_layers, self.n_stages),
             hc=self.hc,
             findings=self.findings if self.findings is not None else [],
+            verdict=self.verdict(),
             unreadable_shards=[UnreadableShard(s.file, s.error) for s in c.shards if s.header is None],
             transferred_bytes=remote.transfer.bytes if remote is not None else 0,
             remote=None if remote is None else RemoteInfo(

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from operator import itemgetter
+from typing import Iterable
 
 INDEX_NAME = "model.safetensors.index.json"
 
@@ -105,6 +107,11 @@ def owner_of(name: str) -> tuple[str, int] | None:
     """("layers", 3) for "layers.3.anything", ("mtp", 0) for "mtp.0....", None otherwise."""
     m = _OWNER.match(name)
     return (m["kind"], int(m["num"])) if m else None
+
+
+def owners(names: Iterable[str]) -> set[tuple[str, int]]:
+    """Every owner_of the names, by C-level passes (a checkpoint: ~100k names, ~50 owners)."""
+    return {owner_of(p) for p in set(map(itemgetter(0), filter(None, map(_OWNER.match, names))))}
 
 
 # A sane-model bound on the number of residual streams: published configs use 4. A header

@@ -201,6 +201,21 @@ def test_unexpected_wrong_shape_wrong_dtype(ck):
     assert "layers.1.surprise" in f["unexpected_tensor"]["message"]
 
 
+@covers("config_mismatch")
+def test_config_of_another_model(ck):
+    # the V4.1 tiny (8 layers, 2 stages) against the V4 tiny's config (6 layers, 1 stage, a head mix)
+    from conftest import SAMPLES
+
+    r = run_hc("inspect", ck, "--verify", "--config", SAMPLES / "tiny-v4.hf.json", "--json")
+    assert r.exit_code == 1
+    got = r.json()["findings"]
+    _seen.update(f["code"] for f in got)
+    root = got[0]
+    assert root["code"] == "config_mismatch" and root["severity"] == "error" and root["id"] == "config_mismatch"
+    assert "the config has 6 layers, the checkpoint 8" in root["message"]
+    assert "the config is V4 (a head mix), the checkpoint V4.1 (no head mix)" in root["message"]
+
+
 def test_explicit_config_option(ck, tmp_path):
     (ck / "config.json").unlink()
     assert run_hc("inspect", ck, "--verify", "--json").json()["config"] is None
@@ -213,7 +228,7 @@ def test_explicit_config_option(ck, tmp_path):
 def test_human_verify_output(ck):
     edit_index(ck, lambda d: d["metadata"].__setitem__("total_size", 1))
     r = run_hc("inspect", ck, "--verify")
-    assert r.exit_code == 1 and "total_size_mismatch" in r.stdout and "1 errors" in r.stdout
+    assert r.exit_code == 1 and "total_size_mismatch" in r.stdout and "verify: 1 error, 0 warnings" in r.stdout
 
 
 @covers("shard_placement")

@@ -33,7 +33,7 @@ from hccli.vocab import (
     hc_from_mix_width,
     HcName,
     mix_width,
-    owner_of,
+    owners,
     parse_hc_name,
 )
 
@@ -131,7 +131,7 @@ def find_sites(shards: list[Shard], merged: dict | None, dialect: str, config: M
     n_layers, n_stages = _layer_counts(shards, merged, dialect, config)
     parse = _hc_parser(dialect)
     groups: dict[tuple[str, str], dict] = {}
-    owners: dict[str, HcName] = {}
+    by_owner: dict[str, HcName] = {}
     for name, ref in _hc_candidates(shards, merged):
         hn = parse(name)
         if hn is not None:
@@ -141,18 +141,25 @@ def find_sites(shards: list[Shard], merged: dict | None, dialect: str, config: M
                               f"layer for {MAX_LAYERS:,} layers, three a stage for {MAX_STAGES} stages and one head "
                               "mix (hc's bounds on layers and stages)")
             groups.setdefault(key, {})[hn.part] = ref
-            owners[hn.owner] = hn
+            by_owner[hn.owner] = hn
     out = []
     for (owner, site), parts in groups.items():
-        hn = owners[owner]
+        hn = by_owner[owner]
         label = owner or "head"
         out.append(HcSiteTensors(owner, site, hn.layer(n_layers, n_stages), label, hn.is_stage, parts))
     out.sort(key=lambda s: (s.layer, SITE_ORDER[s.site]))
     return n_layers, n_stages, out
 
 
-def _layer_counts(shards: list[Shard], merged: dict | None, dialect: str, config: ModelConfig | None
-                  ) -> tuple[int, int]:
+def own_layer_counts(ckpt: Checkpoint, more_names: list[str]) -> tuple[int, int]:
+    """(n_layers, n_stages) as the checkpoint itself numbers them, whatever its config says: a
+    GGUF's metadata, else its names and `more_names` (what the index places in shards that
+    could not be read)."""
+    return _layer_counts(ckpt.readable(), ckpt.merged, ckpt.dialect.dialect, None, more_names)
+
+
+def _layer_counts(shards: list[Shard], merged: dict | None, dialect: str, config: ModelConfig | None,
+                  more_names: list[str] = ()) -> tuple[int, int]:
     """(n_layers, n_stages): from the config when there is one, else from a GGUF's metadata, else
     from the names."""
     if config is not None:
@@ -160,7 +167,8 @@ def _layer_counts(shards: list[Shard], merged: dict | None, dialect: str, config
     m = _gguf_model(shards) if dialect == D.GGUF else None
     if m is not None and m.n_layers is not None:
         return m.n_layers, 0
-    names = list(merged) if merged is not None else chain.from_iterable(s.header.names for s in shards)
+    # a list: the scan below walks the names twice (the names, and whether each holds "hc")
+    names = [*(merged if merged is not None else chain.from_iterable(s.header.names for s in shards)), *more_names]
     most = {BACKBONE: -1, STAGE: -1}
     if dialect not in (D.RELEASE, D.RELEASE_PREFIXED, D.UNKNOWN):
         # the other dialects hold no stages; their layers are numbered by their HC sites (whose
@@ -170,11 +178,10 @@ def _layer_counts(shards: list[Shard], merged: dict | None, dialect: str, config
             if hn is not None and hn.kind == BACKBONE and hn.num > most[BACKBONE]:
                 most[BACKBONE] = hn.num
         return most[BACKBONE] + 1, 0
-    cut = 6 if dialect == D.RELEASE_PREFIXED else 0
-    for n in names:
-        owner = owner_of(n[cut:] if cut and n.startswith("model.") else n)
-        if owner is not None and owner[1] > most[owner[0]]:
-            most[owner[0]] = owner[1]
+    if dialect == D.RELEASE_PREFIXED:
+        names = [n[6:] if n.startswith("model.") else n for n in names]
+    for kind, num in owners(names):
+        most[kind] = max(most[kind], num)
     return most[BACKBONE] + 1, most[STAGE] + 1
 
 

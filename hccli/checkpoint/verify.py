@@ -9,6 +9,7 @@ at most findings.MAX_FINDINGS_PER_CODE findings, then one that counts the rest."
 
 from __future__ import annotations
 
+from dataclasses import replace
 from itertools import compress, filterfalse
 from operator import and_, attrgetter, itemgetter, ne
 from pathlib import PurePosixPath
@@ -17,6 +18,7 @@ from typing import Any, NamedTuple
 from hccli import dialects as D
 from hccli.bounded import one_line
 from hccli.checkpoint import agree
+from hccli.checkpoint.causes import GoneShards, grouped
 from hccli.checkpoint.findings import CODES, MAX_FINDINGS_PER_CODE, Finding, capped, each, finding, more  # noqa: F401
 from hccli.checkpoint.hc import (
     MAX_MIX_BYTES,
@@ -39,21 +41,21 @@ FN_READ_BUDGET = 2 << 30
 
 
 def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
-    """Every finding, at most MAX_FINDINGS_PER_CODE of a code (findings.capped)."""
-    return capped(_verify(ckpt, _HcCheck(ckpt, check_values)))
+    """Every finding, at most MAX_FINDINGS_PER_CODE of a code (findings.capped), each that follows
+    from a root cause naming it (causes.py)."""
+    return capped(_verify(ckpt, _HcCheck(ckpt, check_values), GoneShards(ckpt)))
 
 
-def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
+def _verify(ckpt: Checkpoint, hc: _HcCheck, gone: GoneShards) -> list[Finding]:
     out: list[Finding] = []
     for s in ckpt.shards:
         if s.header is None:
-            out.append(finding("unreadable_shard", s.error or f"{s.file}: unreadable"))
+            out.append(gone.root(s.file, s.error or f"{s.file}: unreadable"))
     for name in ckpt.unsafe:
-        out.append(finding("unsafe_shard_path",
-                           f"index names shard '{name}', outside the checkpoint directory; not opened"))
+        out.append(gone.root(name, f"index names shard '{name}', outside the checkpoint directory; not opened"))
     for name in ckpt.missing:
         named = "index names" if ckpt.index is not None else "the other shards' -of-N names imply"
-        out.append(finding("missing_shard", f"{named} shard '{name}', which is not in {ckpt.label}"))
+        out.append(gone.root(name, f"{named} shard '{name}', which is not in {ckpt.label}"))
     for name in ckpt.partial:
         out.append(finding("partial_file", f"'{name}' is a .partial file (an interrupted download or write?); "
                            "the checkpoint may be incomplete"))
@@ -75,25 +77,24 @@ def _verify(ckpt: Checkpoint, hc: _HcCheck) -> list[Finding]:
             out.append(finding("no_index",
                                f"{ckpt.label}: {len(ckpt.shards)} shards and no model.safetensors.index.json"))
     else:
-        gone = {*ckpt.unsafe, *ckpt.missing}
+        absent = {*ckpt.unsafe, *ckpt.missing}
         unreadable = {s.file for s in ckpt.shards if s.header is None}
         if occ is not None:  # (the weight_map is parsed only here, where the index does not agree)
-            _index_findings(out, ckpt, idx.weight_map, occ, gone, unreadable)
+            _index_findings(out, ckpt, idx.weight_map, occ, absent, unreadable)
         for s in ckpt.shards:
             if not s.indexed:
                 out.append(finding("unindexed_shard", f"{s.file} is in the directory but the index never names it"))
         if idx.total_size is not None:
             spans = sum(sum(s.header.columns.ends) - sum(s.header.columns.begins)
                         for s in ckpt.shards if s.header is not None and s.indexed)
-            if spans != idx.total_size and not unreadable and not gone:
+            if spans != idx.total_size and not unreadable and not absent:
                 out.append(finding("total_size_mismatch", f"metadata.total_size is {idx.total_size:,}; the shards' "
                                    f"tensors span {spans:,} bytes"))
     later: list[Finding] = []
     if ckpt.config_note is not None:
         later.append(finding("config_unreadable", ckpt.config_note.line))
-    if ckpt.config is not None:
-        later += _config_findings(ckpt)
-    return out + hc.findings() + later
+    config = _config_findings(ckpt, gone) if ckpt.config is not None else []
+    return grouped(ckpt, gone, out, hc.findings(), hc.against_config, later, config)
 
 
 def _index_findings(out: list[Finding], ckpt: Checkpoint, wm: dict[str, str], occ: Any, gone: set[str],
@@ -144,6 +145,7 @@ class _HcCheck:
         self.ckpt = ckpt
         self.sites = ckpt.hc_sites
         self.items: list[Finding | int] = []  # a finding, or the index of a value job
+        self.against_config: set[int] = set()  # id() of the hc_shape findings held to the config's hc_mult
         self.jobs: list[tuple[Any, str]] = []
         # what the shapes are held to: the config's hc_mult, else a GGUF metadata's count and width
         meta = gguf_model(ckpt) if ckpt.config is None else None
@@ -160,8 +162,8 @@ class _HcCheck:
         for s in self.sites:
             missing = [p for p in HC_PARTS if p not in s.parts]
             if missing:
-                out.append(finding("hc_incomplete",
-                                   f"{s.name} {s.site}: no " + ", ".join(s.tensor_name(p) for p in missing)))
+                out.append(finding("hc_incomplete", f"{s.name} {s.site}: no " + ", ".join(
+                    s.tensor_name(p) for p in missing), subject=s.tensor_name(missing[0])))
             for part, (shard, info) in s.parts.items():
                 if info.dtype != "F32":
                     out.append(_dtype_finding(s.tensor_name(part), info, is_gguf(shard) or low_precision))
@@ -169,6 +171,8 @@ class _HcCheck:
             problem = _hc_shape_problem(s.site, shapes, want)
             if problem:
                 out.append(finding("hc_shape", f"{s.name} {s.site}: {problem}"))
+                if ckpt.config is not None and _hc_shape_problem(s.site, shapes, _Want(None, None, "")) is None:
+                    self.against_config.add(id(out[-1]))  # right in itself: the config's hc_mult is another
             if not check_values:
                 continue
             for part in ("base", "scale", "fn") if cheap else ("base", "scale"):
@@ -281,7 +285,7 @@ def _hc_shape_problem(site: str, shapes: dict[str, tuple[int, ...]], want: _Want
     return None
 
 
-def _config_findings(ckpt: Checkpoint) -> list[Finding]:
+def _config_findings(ckpt: Checkpoint, gone: GoneShards) -> list[Finding]:
     """The config's inventory against the headers, by canonical name, under the rules of the
     checkpoint's layout (reconcile.py); for the release layout, also where the tensors lie
     (placement.py)."""
@@ -303,17 +307,17 @@ def _config_findings(ckpt: Checkpoint) -> list[Finding]:
     if dialect not in R.RECONCILED:
         return []
     if dialect != D.RELEASE:
-        return left_out + _inventory_findings(ckpt, inventory, dialect)
+        return left_out + _inventory_findings(ckpt, inventory, dialect, gone)
     from hccli.checkpoint.placement import placement_findings
 
     # the release's names: its inventory as it stands; where the shards agree with it, the
     # placement check starts from the same positions
     at = agree.positions(ckpt, inventory.columns)
-    found = [] if at is not None else _inventory_findings(ckpt, inventory, dialect)
+    found = [] if at is not None else _inventory_findings(ckpt, inventory, dialect, gone)
     return found + placement_findings(ckpt, inventory, at)
 
 
-def _inventory_findings(ckpt: Checkpoint, inventory: Any, dialect: str) -> list[Finding]:
+def _inventory_findings(ckpt: Checkpoint, inventory: Any, dialect: str, gone: GoneShards) -> list[Finding]:
     from hccli.checkpoint import producers
     from hccli.checkpoint import reconcile as R
 
@@ -327,14 +331,14 @@ def _inventory_findings(ckpt: Checkpoint, inventory: Any, dialect: str) -> list[
     def shown(n: str) -> str:
         return n if have[n][1].name == n else f"{have[n][1].name}' ('{n}"
 
-    def add(code: str, names: list[str], make, exact) -> None:
+    def add(code: str, names: list[str], make, exact, cause=None) -> None:
         # where the config's inventory is best effort (V4 family, outside HC), a mismatch is a warning
         sure = [n for n in names if exact(n)]
         unsure = [n for n in names if not exact(n)]
-        each(out, code, sure, make)
+        each(out, code, sure, make, cause)
         tail: list[Finding] = []
-        each(tail, code, unsure, lambda n: make(n) + " (inventory best effort for this family)")
-        out.extend(Finding(f.code, "warning", f.message, f.more) for f in tail)
+        each(tail, code, unsure, lambda n: make(n) + " (inventory best effort for this family)", cause)
+        out.extend(replace(f, severity="warning") for f in tail)
 
     missing = list(filterfalse(have.__contains__, inv))
     if dialect == D.TRANSFORMERS_SAVED:  # a buffer a save may leave out is not a defect
@@ -350,7 +354,7 @@ def _inventory_findings(ckpt: Checkpoint, inventory: Any, dialect: str) -> list[
         missing = hc_missing
     add("missing_tensor", missing,
         lambda n: f"'{n}' {inv[n].dtype or ''} {list(inv[n].shape)} is implied by the config but absent",
-        lambda n: inv[n].exact)
+        lambda n: inv[n].exact, gone.cause_of if gone else None)  # absent with its shard: that shard's
     add("unexpected_tensor", sorted(filterfalse(inv.__contains__, have)),
         lambda n: f"'{shown(n)}' in {have[n][0].file} is not implied by the config",
         lambda n: all_exact)

@@ -165,20 +165,31 @@ def _shade(x: float) -> str:
     return f"[{style}]{x:.4f}[/]" if style else f"{x:.4f}"
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n:,} {what}{'' if n == 1 else 's'}"
+
+
 def _findings(r: InspectReport) -> Iterator[Any]:
     fs = r.findings or []
-    errors = sum(f.more or 1 for f in fs if f.severity == "error")  # a finding that counts others stands for them
-    warnings = sum(f.more or 1 for f in fs) - errors
     if not fs:
         yield markup("\n[green]verify: clean[/] (index, headers, HC tensors"
                                + (", config inventory)" if r.ckpt.config else "; no config to check against)"))
         return
-    t = Table(title=f"verify: {errors:,} errors, {warnings:,} warnings", title_justify="left", show_edge=False)
+    v = r.verdict()
+    title = f"verify: {_count(v.errors, 'error')}, {_count(v.warnings, 'warning')}" + (f", {v.info:,} info" if v.info
+                                                                                          else "")
+    if v.follow_ons:
+        title += (f"; {v.follow_ons:,} findings follow from {_count(v.root_causes, 'root cause')} (counted under "
+                  "each; --json lists them with their cause)")
+    t = Table(title=title, title_justify="left", show_edge=False)
     for col in ("severity", "code", "message"):
         t.add_column(col, overflow="fold")
+    groups = r.follow_ons()
     shown: dict[str, int] = {}
     listed: dict[str, int] = {}  # what --json lists: all, or the first of a code past verify's cap
     for f in fs:
+        if f.cause is not None:  # said under its root
+            continue
         shown[f.code] = shown.get(f.code, 0) + (f.more or 1)
         if f.more:
             continue
@@ -186,6 +197,8 @@ def _findings(r: InspectReport) -> Iterator[Any]:
         if listed[f.code] <= FINDINGS_SHOWN_PER_CODE:
             color = "red" if f.severity == "error" else "yellow"
             t.add_row(f"[{color}]{f.severity}[/]", f.code, safe(f.message))
+            if f.id in groups:
+                t.add_row("", "[dim](follow-ons)[/]", safe(_follow_line(groups[f.id])))
     for code, n in shown.items():
         if n > FINDINGS_SHOWN_PER_CODE:
             more = n - FINDINGS_SHOWN_PER_CODE
@@ -193,6 +206,14 @@ def _findings(r: InspectReport) -> Iterator[Any]:
             t.add_row("", code, f"... and {more:,} more {code} findings (--json lists {lists})")
     yield Text("")
     yield t
+
+
+def _follow_line(g: Any) -> str:
+    parts = []
+    for code, n, names in g.codes:
+        first = f" (first: {', '.join(repr(x) for x in names)})" if names else ""
+        parts.append(f"{n:,} {code}{first}")
+    return f"{g.count:,} findings follow from it: " + "; ".join(parts)
 
 
 def renderables(r: InspectReport, view: View = View()) -> Iterator[Any]:
