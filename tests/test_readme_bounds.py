@@ -5,9 +5,10 @@ import re
 
 from conftest import ROOT
 
-from hccli import bounded, hc_view, inspect_hc, safe_write, vocab
+from hccli import bounded, hc_view, inspect_hc, inspect_meta, inspect_stats, safe_write, vocab
+from hccli.cli import output
 from hccli.config import bounds as config_bounds, quant as config_quant, read as config_read
-from hccli.checkpoint import cache, findings, gguf_file, gguf_store, hc, header_types, store, verify
+from hccli.checkpoint import cache, causes, findings, gguf_file, gguf_store, hc, header_types, store, verify
 from hccli.kernels import limits
 
 
@@ -49,6 +50,13 @@ def test_bounds_table_matches_the_code():
         "a file written (`--plot`, `--save`, a cache entry)": [n(safe_write.TMP_TRIES), n(safe_write.MAX_WALK)],
         "entries of a config's quantisation block": [n(config_quant.MAX_QUANT_ENTRIES)],
         "the streams of one token count `hc bench --op site-*` builds": [n(limits.MAX_SITE_BENCH_BYTES)],
+        "HC tensor values `inspect --stats` reads": [n(inspect_stats.MAX_STATS_BYTES),
+                                                     n(inspect_stats.STATS_CHUNK_ELEMENTS)],
+        "a file's metadata `inspect --metadata` shows": [n(inspect_meta.MAX_METADATA_KEYS),
+                                                         n(inspect_meta.MAX_METADATA_CHARS),
+                                                         n(inspect_meta.MAX_METADATA_ITEMS)],
+        "follow-ons named under a root cause": [str(findings.FIRST_NAMES_SHOWN), str(causes.OWNERS_NAMED)],
+        "`COLUMNS` taken": [n(output._PIPE_WIDTH)],
     }
     for what, figures in rows.items():
         cell = _row(text, what)
