@@ -10,7 +10,10 @@ a traceback instead of the one-line report). Two tools, one rule:
 - `stop_once` is the handler of a process that stops at the first Ctrl-C (the
   `hc` console script): it raises KeyboardInterrupt once and from then on the
   process ignores SIGINT, so clean-up, the report and the interpreter's own
-  teardown (where Python puts back the default, fatal, action) all finish.
+  teardown (where Python puts back the default, fatal, action) all finish. Once
+  it has fired, the console script ends the process itself (`hccli.cli.app.main`):
+  a KeyboardInterrupt that passed through an exec() of a string is taken by
+  CPython for an unhandled one, and `python -m` would then die by SIGINT.
 
 Python runs signal handlers in the main thread only, so outside it neither tool
 changes anything (and nothing there can be interrupted by a KeyboardInterrupt).

@@ -179,7 +179,8 @@ def main() -> None:
     # The first Ctrl-C stops the command (KeyboardInterrupt: its clean-up runs, the boundary
     # prints one line); later ones are ignored, so they cannot cut that short. A SIGINT the
     # parent made us ignore (a background job) stays ignored.
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    stopping = signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    if stopping:
         signal.signal(signal.SIGINT, stop_once)
     # Typer builds every registered command's parameters at each start; a run of
     # one command registers only that one (start-up time), --help and the rest all.
@@ -200,30 +201,40 @@ def main() -> None:
         code = EXIT_OK
     # The command is over. Python's teardown puts back the default action of a signal it
     # handles (the process dies with no exit code of ours) but keeps an ignored one ignored.
+    stopped = stopping and signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # stop_once has fired
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         sys.stdout.flush()  # what is still buffered goes now, where a closed pipe can be told apart
     except BrokenPipeError:
         _quiet_stdout()
         code = EXIT_OK
+    if stopped and isinstance(code, int):
+        # A KeyboardInterrupt that left an exec() or eval() of a string on its way to the boundary
+        # (dataclasses, namedtuple and typing make their methods so: any import the command does
+        # lazily, rich for its result line among them) is recorded by CPython as unhandled, caught
+        # or not; `python -m hccli` then ends, after the teardown, by killing itself with SIGINT
+        # instead of exiting with our code. After a Ctrl-C the process therefore ends here.
+        _end(code, stopped=True)
     if code in (None, EXIT_OK) and first in _QUICK_EXIT and not helping:
-        _end()
+        _end(EXIT_OK)
     sys.exit(code)
 
 
-def _end() -> None:
-    """Exit 0 now, skipping the interpreter's teardown (freeing every object one by one). The
-    atexit functions still run and both streams are flushed; with another thread alive (none of
-    ours outlives its command) the normal exit joins it instead."""
+def _end(code: int, *, stopped: bool = False) -> None:
+    """Exit with `code` now, skipping the interpreter's teardown (freeing every object one by
+    one). The atexit functions still run and both streams are flushed. Unless a Ctrl-C `stopped`
+    the command (then this is the only end that keeps the code), with another thread alive (none
+    of ours outlives its command) or a stream that cannot be flushed the normal exit takes over."""
     import atexit
     import threading
 
-    if threading.active_count() > 1:
+    if threading.active_count() > 1 and not stopped:
         return
     atexit._run_exitfuncs()
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except (OSError, ValueError):
-        return  # let the normal exit deal with it
-    os._exit(EXIT_OK)
+        if not stopped:
+            return  # let the normal exit deal with it
+    os._exit(code)
