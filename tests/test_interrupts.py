@@ -225,3 +225,38 @@ def test_a_ctrl_c_inside_an_exec_of_a_string_still_ends_with_130(tmp_path):
     assert (r.stderr, r.stdout, r.returncode) == ("hc: interrupted\n", "", 130)  # not killed by SIGINT (-2)
     assert sorted(os.listdir(tmp_path)) == ["ck", "probe"]
     assert sorted(p.name for p in out.iterdir()) == names
+
+
+# The same with the Ctrl-C at the first line of main() after the command has returned (its boundary
+# has answered, SIGINT is not yet ignored): the one line and 130, not a KeyboardInterrupt traceback.
+_CTRL_C_AFTER_THE_COMMAND = """
+import linecache, os, signal, sys
+
+def trace(frame, event, arg):
+    code = frame.f_code
+    if code.co_name == "main" and code.co_filename.endswith(os.path.join("hccli", "cli", "app.py")):
+        return local
+    return None
+
+def local(frame, event, arg):
+    if event == "line" and linecache.getline(frame.f_code.co_filename, frame.f_lineno).strip().startswith("stopped ="):
+        sys.settrace(None)
+        frame.f_trace = None
+        signal.raise_signal(signal.SIGINT)
+    return local
+
+sys.settrace(trace)
+from hccli.cli.app import main
+main()
+"""
+
+
+def test_a_ctrl_c_just_after_the_command_returned_prints_one_line(tmp_path):
+    probe = tmp_path / "probe"
+    probe.mkdir()
+    (probe / "ctrl_c_after.py").write_text(_CTRL_C_AFTER_THE_COMMAND)
+    env = {**_env(), "PYTHONPATH": os.pathsep.join([str(probe), str(ROOT)])}
+    r = subprocess.run([sys.executable, "-m", "ctrl_c_after", "count-params", str(TINY), "--json"], env=env,
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert (r.stderr, r.returncode) == ("hc: interrupted\n", 130)
+    assert r.stdout.startswith("{")  # the command had finished and printed its document

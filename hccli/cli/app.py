@@ -194,15 +194,21 @@ def main() -> None:
         gc.disable()
     register([first] if first in COMMANDS and not helping else None)
     try:
-        app()
-    except SystemExit as done:
-        code = done.code
-    else:
-        code = EXIT_OK
-    # The command is over. Python's teardown puts back the default action of a signal it
-    # handles (the process dies with no exit code of ours) but keeps an ignored one ignored.
-    stopped = stopping and signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # stop_once has fired
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+        try:
+            app()
+        except SystemExit as done:
+            code = done.code
+        else:
+            code = EXIT_OK
+        # The command is over. Python's teardown puts back the default action of a signal it
+        # handles (the process dies with no exit code of ours) but keeps an ignored one ignored.
+        stopped = stopping and signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # stop_once has fired
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except KeyboardInterrupt:
+        # The first Ctrl-C came after the command's own boundary had answered (stop_once has
+        # already ignored the rest): the same one line as any interrupted command, no traceback.
+        code, stopped = EXIT_INTERRUPTED, True
+        sys.stderr.write("hc: interrupted\n")
     try:
         sys.stdout.flush()  # what is still buffered goes now, where a closed pipe can be told apart
     except BrokenPipeError:
