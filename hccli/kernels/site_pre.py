@@ -60,6 +60,19 @@ def stream_name(torch: Any, dtype: Any) -> str:
     return names[dtype]
 
 
+def cuda_streams(torch: Any, x: Any, kernel: str, what: str) -> tuple[str, int, tuple[int, ...]]:
+    """The stream dtype's name, dim and leading shape of streams [..., hc, dim] a site kernel takes:
+    a CUDA tensor of a dtype, stream count and dim it has a build for."""
+    if not isinstance(x, torch.Tensor) or not x.is_cuda:
+        raise HcError(f"{kernel} needs the {what} as a CUDA tensor")
+    if x.dim() < 2:
+        raise HcError(f"the {what} have shape {list(x.shape)}, expected [..., hc, dim]")
+    stream = stream_name(torch, x.dtype)
+    hc, dim = int(x.shape[-2]), int(x.shape[-1])
+    S.check_site(hc, dim, stream)
+    return stream, dim, tuple(x.shape[:-2])
+
+
 def pack_fn(fn: Any, dim: int, stream: str, device: Any = None) -> PackedFn:
     """Split fn [24, 4*dim] into bfloat16 parts f1 + f2 + f3 == fn (each residual is exact in
     float32 and the last has at most 8 significant bits) and lay them out for the projection."""
@@ -240,14 +253,7 @@ def _checked(torch: Any, x: Any, fn: Any, hc_scale: Any, hc_base: Any, iters: in
     check_op_params(HC, iters, eps)
     if not isinstance(norm_eps, (int, float)) or isinstance(norm_eps, bool) or not (0.0 <= norm_eps < float("inf")):
         raise HcError(f"norm_eps must be a finite number >= 0, got {norm_eps!r}")
-    if not isinstance(x, torch.Tensor) or not x.is_cuda:
-        raise HcError("site_pre needs the streams x as a CUDA tensor")
-    if x.dim() < 2:
-        raise HcError(f"streams x have shape {list(x.shape)}, expected [..., hc, dim]")
-    stream = stream_name(torch, x.dtype)
-    hc, dim = int(x.shape[-2]), int(x.shape[-1])
-    S.check_site(hc, dim, stream)
-    lead = tuple(x.shape[:-2])
+    stream, dim, lead = cuda_streams(torch, x, "site_pre", "streams x")
     dev = x.device
     x3 = x.reshape(-1, HC, dim).contiguous()
     x3 = x3 if x3.data_ptr() % 16 == 0 else x3.clone()

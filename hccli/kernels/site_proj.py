@@ -71,23 +71,18 @@ def make_proj(dim: int, stream: str, collapse: bool, splits: int, tiling: ProjTi
         T.copy(xs[:, 3 * BD:4 * BD], x3)
         if collapse:
             hf = T.alloc_fragment((BM, BD), stream)
-            for t, d in T.Parallel(BM, BD):
-                v0 = T.cast(x0[t, d], f32)
-                v1 = T.cast(x1[t, d], f32)
-                v2 = T.cast(x2[t, d], f32)
-                v3 = T.cast(x3[t, d], f32)
-                sq[t, d] += v0 * v0 + v1 * v1 + v2 * v2 + v3 * v3
+        for t, d in T.Parallel(BM, BD):
+            v0 = T.cast(x0[t, d], f32)
+            v1 = T.cast(x1[t, d], f32)
+            v2 = T.cast(x2[t, d], f32)
+            v3 = T.cast(x3[t, d], f32)
+            sq[t, d] += v0 * v0 + v1 * v1 + v2 * v2 + v3 * v3
+            if collapse:  # a Python bool: the collapse is in the traced loop or not at all
                 hf[t, d] = T.cast(T.ieee_add(T.ieee_add(T.ieee_add(
                     T.ieee_mul(pm[t, 0], v0), T.ieee_mul(pm[t, 1], v1)), T.ieee_mul(pm[t, 2], v2)),
                     T.ieee_mul(pm[t, 3], v3)), stream)
+        if collapse:
             T.copy(hf, collapsed[row0, d0])
-        else:
-            for t, d in T.Parallel(BM, BD):
-                v0 = T.cast(x0[t, d], f32)
-                v1 = T.cast(x1[t, d], f32)
-                v2 = T.cast(x2[t, d], f32)
-                v3 = T.cast(x3[t, d], f32)
-                sq[t, d] += v0 * v0 + v1 * v1 + v2 * v2 + v3 * v3
 
     gemm = T.wgmma_gemm if tiling.async_mma else T.gemm
 

@@ -170,15 +170,19 @@ def make_finish(hc: int, dim: int, sinkhorn_iters: int, eps: float, norm_eps: fl
     return site_pre_finish
 
 
-def make_collapse(dim: int, stream: str) -> Any:
-    """V4's own-site collapse: x [tokens, 4, dim] and pre [tokens, 4] -> collapsed [tokens, dim]."""
-    hc = 4
-    check_site(hc, dim, stream)
+def _streaming(dim: int, stream: str) -> tuple[Any, int, Any]:
+    """What the streaming kernels (collapse, write-back) start from: the site checked, tilelang's
+    language, the features a step takes, the token count as a dynamic size."""
+    check_site(4, dim, stream)
     import tilelang.language as T
 
-    f32 = "float32"
-    C = _chunk(dim)
-    tokens = T.dynamic("tokens")
+    return T, _chunk(dim), T.dynamic("tokens")
+
+
+def make_collapse(dim: int, stream: str) -> Any:
+    """V4's own-site collapse: x [tokens, 4, dim] and pre [tokens, 4] -> collapsed [tokens, dim]."""
+    hc, f32 = 4, "float32"
+    T, C, tokens = _streaming(dim, stream)
 
     @T.prim_func
     def site_collapse(x: T.Tensor[(tokens, hc, dim), stream], pre: T.Tensor[(tokens, hc), f32],
@@ -204,13 +208,8 @@ def make_collapse(dim: int, stream: str) -> Any:
 def make_write(dim: int, stream: str) -> Any:
     """The write-back: f [tokens, dim], residual [tokens, 4, dim], post [tokens, 4], comb [tokens, 16]
     -> out [tokens, 4, dim]."""
-    hc = 4
-    check_site(hc, dim, stream)
-    import tilelang.language as T
-
-    f32 = "float32"
-    C = _chunk(dim)
-    tokens = T.dynamic("tokens")
+    hc, f32 = 4, "float32"
+    T, C, tokens = _streaming(dim, stream)
 
     @T.prim_func
     def site_write(f: T.Tensor[(tokens, dim), stream], residual: T.Tensor[(tokens, hc, dim), stream],

@@ -60,16 +60,9 @@ def site_write(f: Any, residual: Any, post: Any, comb: Any, *, out: Any = None) 
 
 
 def _checked(torch: Any, f: Any, residual: Any, post: Any, comb: Any, out: Any) -> Any:
-    from hccli.kernels.site_pre import stream_name
+    from hccli.kernels.site_pre import cuda_streams
 
-    if not isinstance(residual, torch.Tensor) or not residual.is_cuda:
-        raise HcError("site_write needs the residual streams as a CUDA tensor")
-    if residual.dim() < 2:
-        raise HcError(f"residual has shape {list(residual.shape)}, expected [..., hc, dim]")
-    stream = stream_name(torch, residual.dtype)
-    hc, dim = int(residual.shape[-2]), int(residual.shape[-1])
-    S.check_site(hc, dim, stream)
-    lead = tuple(residual.shape[:-2])
+    stream, dim, lead = cuda_streams(torch, residual, "site_write", "residual streams")
     dev = residual.device
 
     def take(t: Any, what: str, shape: tuple[int, ...], dtype: Any) -> Any:
