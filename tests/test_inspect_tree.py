@@ -110,14 +110,12 @@ def test_tree_by_blocks_is_the_tree_name_by_name(groups, sigs, sort):
     assert build_tree_columns([_columns_of(h) for h in headers]) == by_name
 
 
-def test_tree_by_blocks_on_a_release_layout(tmp_path):
-    from conftest import SAMPLES
+def test_tree_by_blocks_on_a_release_layout(phantoms):
     from hccli.checkpoint.opening import open_checkpoint
     from hccli.inspect_report import _columns
     from hccli.inspect_tree import build_tree_columns
-    from hccli.synth import make_checkpoint
 
-    ck = open_checkpoint(make_checkpoint(SAMPLES / "deepseek-v4-flash.json", tmp_path / "ck", phantom=True).outdir)
+    ck = open_checkpoint(phantoms("deepseek-v4-flash")[0])
     columns = _columns(ck)
     nodes = build_tree_columns(columns)
     assert nodes == build_tree((n, d, s) for c in columns for n, d, s in zip(c.names, c.dtypes, c.shapes))

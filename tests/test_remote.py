@@ -13,11 +13,10 @@ from hub_server import SHA, Hub  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def repos(tmp_path_factory):
+def repos(tmp_path_factory, phantoms):
     root = tmp_path_factory.mktemp("hub")
     tiny(root / "tiny")
-    assert run_hc("make-checkpoint", SAMPLES / "deepseek-v4.1-flash.json", root / "v41", "--phantom").exit_code == 0
-    return {"org/tiny": root / "tiny", "org/v41": root / "v41"}
+    return {"org/tiny": root / "tiny", "org/v41": phantoms("deepseek-v4.1-flash")[0]}
 
 
 @pytest.fixture

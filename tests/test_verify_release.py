@@ -9,8 +9,8 @@ import math
 import struct
 
 import pytest
-from ckpt_tools import edit_index, read_entries, rewrite, shard_of, tiny
-from conftest import SAMPLES, run_hc_process, write_sparse_shard
+from ckpt_tools import copy, edit_index, read_entries, rewrite, shard_of, tiny
+from conftest import run_hc_process, write_sparse_shard
 
 from hccli.checkpoint import agree, placement, verify
 from hccli.checkpoint.header import read_header
@@ -18,23 +18,19 @@ from hccli.checkpoint.opening import open_checkpoint
 from hccli.checkpoint.source import LocalFile
 from hccli.inventory import build_inventory
 from hccli.st_layout import header_bytes, serializer_order
-from hccli.synth import make_checkpoint
 
 
-def _phantom(root):
-    # a phantom of a published release (~1 s): 46 shards in the published layout, data as holes
-    # (made afresh for each test: a copy would write the holes out)
-    return make_checkpoint(SAMPLES / "deepseek-v4-flash.json", root / "ck", phantom=True).outdir
-
-
-@pytest.fixture(scope="module")
-def release(tmp_path_factory):
-    return _phantom(tmp_path_factory.mktemp("r"))
+# a phantom of a published release: 46 shards in the published layout, data as holes
 
 
 @pytest.fixture
-def ck(tmp_path):
-    return _phantom(tmp_path)
+def release(phantoms):
+    return phantoms("deepseek-v4-flash")[0]
+
+
+@pytest.fixture
+def ck(release, tmp_path):
+    return copy(release, tmp_path / "ck")
 
 
 def slow(monkeypatch, path):
