@@ -1,13 +1,18 @@
-"""`hc inspect`'s collapsed tree: the fast grouping in build_tree keeps the old meaning."""
+"""`hc inspect`'s totals and collapsed tree, built from header columns: the same as the merged
+table (the first occurrence of each name) read name by name, whatever the order of entries, odd
+names ('²' is a digit to str.isdigit, no number to int) or repeated names across shards."""
 
 import struct
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ckpt_tools import write_shard
+import pytest
+from ckpt_tools import read_entries, tiny, write_shard
 from conftest import run_hc
 from hccli.checkpoint.header_types import TensorInfo
+from hccli.checkpoint.opening import open_checkpoint
+from hccli.inspect_tree import totals_from_columns
 from ckpt_tools import tree_by_name as build_tree
 
 F32_ONE = struct.pack("<f", 1.0)
@@ -29,7 +34,7 @@ def _tensors(names, shapes):
 
 
 def _reference(tensors):
-    """The tree as the old, name-at-a-time build_tree defined it (its grouping, without its speed)."""
+    """The tree's grouping written out name at a time: the reference of the grouping by blocks."""
     tops: dict[str, list] = {}
     for name, (_, t) in tensors.items():
         parts = name.split(".")
@@ -121,3 +126,130 @@ def test_tree_by_blocks_on_a_release_layout(phantoms):
     assert nodes == build_tree((n, d, s) for c in columns for n, d, s in zip(c.names, c.dtypes, c.shapes))
     layers = next(n for n in nodes if n.label.startswith("layers.["))
     assert any(c.label.startswith("ffn.experts.[0-255]") for c in layers.children)
+
+
+# --- totals and the tree from header columns, against the merged table
+
+
+def _merged(ckpt):
+    """The totals tensor by tensor over the merged table (first occurrence of each name): the
+    reference the totals from columns must equal."""
+    from hccli.checkpoint.header_types import DTYPES
+
+    tensors = ckpt.tensors()
+    per: dict[str, tuple[int, int]] = {}
+    logical = 0
+    for name, (_, t) in tensors.items():
+        n, b = per.get(t.dtype, (0, 0))
+        per[t.dtype] = (n + 1, b + t.nbytes)
+        if t.dtype not in DTYPES:
+            logical += t.n_elements
+        elif t.dtype != "F8_E8M0":
+            logical += t.nbytes * 8 // DTYPES[t.dtype]
+        shape = t.shape
+        if t.dtype == "I8" and len(shape) == 2 and name.endswith(".weight") and shape[1] % 16 == 0:
+            sib = tensors.get(name[:-7] + ".scale")
+            if sib is not None and sib[1].dtype == "F8_E8M0" and sib[1].shape == (shape[0], shape[1] // 16):
+                logical += shape[0] * shape[1]  # packed fp4: two parameters a byte
+    return len(tensors), dict(sorted(per.items())), logical
+
+
+@pytest.fixture(scope="module")
+def tiny_ckpt(tmp_path_factory):
+    return tiny(tmp_path_factory.mktemp("fast") / "tiny")
+
+
+def test_column_totals_equal_the_merged_tables(tiny_ckpt):
+    ckpt = open_checkpoint(tiny_ckpt)
+    assert ckpt.unique
+    got = totals_from_columns([s.header.columns for s in ckpt.readable()])
+    assert got == _merged(ckpt)
+    from hccli.checkpoint.header_types import DTYPES
+
+    stored_elements = sum(b * 8 // DTYPES[d] for d, (_, b) in got[1].items() if d != "F8_E8M0")
+    assert got[2] > stored_elements  # packed fp4 weights found: two parameters a byte
+
+
+@settings(max_examples=25, deadline=None)
+@given(order=st.permutations(range(12)), drop_scale=st.integers(0, 3), wide=st.booleans())
+def test_column_totals_whatever_the_entry_order(tmp_path_factory, tiny_ckpt, order, drop_scale, wide):
+    """Shards whose entries interleave dtypes (runs of one entry), lose an fp4 scale, or give a
+    scale the wrong width: the column totals stay those of the merged table."""
+    from hccli.checkpoint.header import read_header
+    from hccli.checkpoint.source import LocalFile
+
+    out = tmp_path_factory.mktemp("mix")
+    entries = max((read_entries(p) for p in sorted(tiny_ckpt.glob("*.safetensors"))),
+                  key=lambda es: sum(d in ("I8", "F8_E8M0") for _, d, _, _ in es))
+    weights = [e for e in entries if e[1] == "I8" and e[0].endswith(".weight")][:6]
+    by_name = {e[0]: e for e in entries}
+    fp4 = weights + [by_name[n[:-7] + ".scale"] for n, *_ in weights if n[:-7] + ".scale" in by_name]
+    assert {d for _, d, _, _ in fp4} == {"I8", "F8_E8M0"}
+    rest = [e for e in entries if e not in fp4][:4]
+    picked = [fp4[i] for i in order if i < len(fp4)] + rest
+    scales = [i for i, e in enumerate(picked) if e[1] == "F8_E8M0"]
+    if scales and drop_scale:
+        picked.pop(scales[drop_scale % len(scales)])
+    if wide and scales:
+        i = next(i for i, e in enumerate(picked) if e[1] == "F8_E8M0")
+        n, d, s, b = picked[i]
+        picked[i] = (n, d, (s[0], s[1] + 1), b + bytes(s[0]))
+    write_shard(out / "model.safetensors", picked)
+    with LocalFile(out / "model.safetensors") as f:
+        header = read_header(f)
+    ckpt = open_checkpoint(out / "model.safetensors")
+    assert totals_from_columns([header.columns]) == _merged(ckpt)
+
+
+def test_repeated_names_across_shards_take_the_merged_table(tiny_ckpt, tmp_path):
+    """A name in two shards: the first occurrence counts once, as the merged table has it."""
+    import shutil
+
+    from conftest import run_hc
+
+    ck = tmp_path / "dup"
+    shutil.copytree(tiny_ckpt, ck)
+    (ck / "model.safetensors.index.json").unlink()
+    shards = sorted(ck.glob("*.safetensors"))
+    write_shard(ck / "zz-extra.safetensors", read_entries(shards[0])[:3])
+    ckpt = open_checkpoint(ck)
+    assert not ckpt.unique
+    doc = run_hc("inspect", ck, "--json").json()
+    n, per, logical = _merged(ckpt)
+    assert doc["tensors"] == n and doc["logical_params"] == logical
+    assert {d: (v["tensors"], v["bytes"]) for d, v in doc["dtypes"].items()} == per
+
+
+def test_tree_takes_names_whose_digits_are_no_numbers():
+    """'²' is a digit to str.isdigit but no number to int(): such a part is a name, not a member."""
+    from ckpt_tools import tree_by_name as build_tree
+
+    nodes = build_tree([("layers.².w", "F32", (1,)), ("layers.0.w", "F32", (2,)), ("layers.1.w", "F32", (2,)),
+                        ("model.layers.³.w", "BF16", (3,)), ("blk.0.x.²", "F32", (4,))])
+    labels = {n.label: n for n in nodes}
+    assert labels["layers.².w"].count == 1 and labels["model.layers.³.w"].count == 1
+    assert labels["layers.[0-1]"].count == 2 and labels["blk.[0]"].children[0].label == "x.²"
+
+
+def test_inspect_prints_a_checkpoint_with_such_a_name(tmp_path, tiny_ckpt):
+    import shutil
+
+    from conftest import run_hc
+
+    ck = tmp_path / "odd"
+    shutil.copytree(tiny_ckpt, ck)
+    (ck / "model.safetensors.index.json").unlink()
+    write_shard(ck / "zz-odd.safetensors", [("layers.².odd", "F32", (1,), b"\0\0\0\0")])
+    r = run_hc("inspect", ck)
+    assert r.exit_code == 0, r.stdout[-2000:]
+    assert "layers.².odd" in r.stdout
+
+
+def test_tree_from_columns_equals_tree_from_the_merged_table(tiny_ckpt):
+    from ckpt_tools import tree_by_name as build_tree
+
+    ckpt = open_checkpoint(tiny_ckpt)
+    merged = build_tree((n, t.dtype, t.shape) for n, (_, t) in ckpt.tensors().items())
+    from hccli.inspect_report import build_inspect
+
+    assert build_inspect(tiny_ckpt).tree() == merged and len(merged) > 3

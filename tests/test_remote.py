@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("huggingface_hub")
 
 from ckpt_tools import tiny  # noqa: E402
-from conftest import SAMPLES, run_hc  # noqa: E402
+from conftest import run_hc  # noqa: E402
 from hub_server import SHA, Hub  # noqa: E402
 
 
