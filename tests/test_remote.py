@@ -88,6 +88,7 @@ def test_shard_faults_get_clear_messages(hub, repos, fault, words):
     assert shard in human.stderr and words in human.stderr
 
 
+@pytest.mark.slow
 def test_concurrent_reads(hub, repos, monkeypatch, tmp_path):
     def timed():
         monkeypatch.setenv("HC_CACHE_DIR", str(tmp_path / f"cache{time.monotonic_ns()}"))  # cold every time
