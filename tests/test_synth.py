@@ -61,6 +61,21 @@ def test_phantom_is_sparse_and_reads_back(phantoms):
     assert used < 64e6, used  # 510 GB apparent, a few MB on disk
 
 
+def test_the_tests_copy_of_a_phantom_keeps_its_holes_and_bytes(phantoms, tmp_path):
+    # tests that damage a phantom work on ckpt_tools.copy of the shared one
+    from ckpt_tools import copy
+
+    out, _ = phantoms("deepseek-v4-flash")
+    dup = copy(out, tmp_path / "dup")
+    assert sorted(p.name for p in dup.iterdir()) == sorted(p.name for p in out.iterdir())
+    assert sum(f.stat().st_blocks * 512 for f in dup.iterdir()) < 64e6
+    for f in sorted(out.iterdir()):
+        g = dup / f.name
+        assert g.stat().st_size == f.stat().st_size, f.name
+        with f.open("rb") as a, g.open("rb") as b:  # the header and the small F32 values up front
+            assert a.read(4 << 20) == b.read(4 << 20), f.name
+
+
 def test_refuses_non_empty_outdir_without_force(tmp_path):
     out = tmp_path / "o"
     out.mkdir()
