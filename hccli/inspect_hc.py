@@ -21,8 +21,8 @@ from hccli.vocab import mix_width
 # base values read and reported in one inspect: a real checkpoint's ~120 sites of hc 4 hold ~3k,
 # every site hc allows at up to hc 9; hc_mult at its bound (64) holds 4,224 a site
 MAX_INSPECT_VALUES = 1 << 18
-# sites x hc^2 x iterations done in plain Python (~0.5 us each, ~1 s in all; numpy's op past it
-# takes ~5 ns each): a real checkpoint's ~120 sites of hc 4 at 20 iterations are ~40k
+# sites x hc^2 x iterations done in plain Python, which costs far more a step than numpy's op
+# (imported only past it): a real checkpoint's ~120 sites of hc 4 at 20 iterations are ~40k
 PLAIN_SPLIT_BUDGET = 1 << 21
 
 

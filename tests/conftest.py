@@ -93,6 +93,24 @@ def hc():
     return run_hc
 
 
+@pytest.fixture(scope="session")
+def phantoms(tmp_path_factory):
+    """phantoms(release) -> (outdir, make-checkpoint's JSON): the full-scale phantom of
+    sample_configs/RELEASE.json, built once for the whole run. Read it, never write into it:
+    a test that damages one works on `ckpt_tools.copy` of it (the holes stay holes)."""
+    built: dict[str, tuple[Path, dict]] = {}
+
+    def get(release: str) -> tuple[Path, dict]:
+        if release not in built:
+            out = tmp_path_factory.mktemp("phantom") / release
+            r = run_hc("make-checkpoint", SAMPLES / f"{release}.json", out, "--phantom", "--json")
+            assert r.exit_code == 0, r.stderr
+            built[release] = out, r.json()
+        return built[release]
+
+    return get
+
+
 # --- plots: matplotlib, or the test is skipped; and a spy on what a plot_X function drew ---
 
 @pytest.fixture(scope="session")

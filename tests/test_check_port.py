@@ -96,6 +96,7 @@ def test_every_single_mistake_is_named(hc, golden, tmp_path):
         assert _named(named, {m.key}, golden, v), (m.key, doc["verdict"])
 
 
+@pytest.mark.slow
 def test_every_pair_of_mistakes_is_named(small):
     g = read_golden(small)
     items = [(m.key, m.variant(), m.kind) for m in _mistakes(small) if m.key != "iters-3"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from ckpt_tools import write_shard
 from conftest import SAMPLES
 from safetensors import safe_open
 from transformers_fixtures import safetensors_header, save_tiny_model
@@ -212,3 +213,19 @@ def test_detect_needs_the_config_where_names_cannot_tell():
 
 def test_head_hc_name_has_no_layer_number():
     assert D.hc_name("output_hc_base.weight", D.GGUF) == HcName("", None, "head", "base")
+
+
+def test_llama_cpp_names_in_a_safetensors_file_print(tmp_path):
+    """blk.N names in a safetensors file read as the GGUF dialect, with no GGUF metadata to show:
+    every form of inspect prints it and exits 0."""
+    import struct
+
+    from conftest import run_hc
+
+    f = tmp_path / "m.safetensors"
+    write_shard(f, [("blk.1.ffn.x", "F32", (1,), struct.pack("<f", 1.0))])
+    for args in ((), ("--json",), ("--verify", "--json")):
+        r = run_hc("inspect", f, *args)
+        assert r.exit_code == 0, (args, r.stdout[-1000:])
+    doc = r.json()
+    assert doc["dialect"]["name"] == "gguf" and doc["gguf"] is None and doc["tensors"] == 1

@@ -18,11 +18,9 @@ def tiny_ckpt(tmp_path_factory):
     return tiny(tmp_path_factory.mktemp("ck") / "tiny")
 
 
-@pytest.fixture(scope="module")
-def phantom(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ph") / "v41"
-    assert run_hc("make-checkpoint", SAMPLES / "deepseek-v4.1-flash.json", out, "--phantom").exit_code == 0
-    return out
+@pytest.fixture
+def phantom(phantoms):
+    return phantoms("deepseek-v4.1-flash")[0]
 
 
 def test_phantom_totals_equal_count_params(phantom):

@@ -156,6 +156,7 @@ def _env():
     return env
 
 
+@pytest.mark.slow
 def test_two_ctrl_c_during_make_checkpoint_phantom_force(tmp_path):
     out = tmp_path / "ck"
     synth.make_checkpoint(TINY, out, phantom=True)

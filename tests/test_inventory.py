@@ -1,14 +1,17 @@
-"""The inventory against the published V4.1-Flash layout (reference/deepseek-v4-family.md)."""
+"""The inventory against the published V4.1-Flash layout (reference/deepseek-v4-family.md), and its
+experts built by group equal to them built one by one."""
 
 import re
 from math import ceil
 
 import pytest
 
-from conftest import SAMPLES
+from conftest import ALL_CONFIGS, SAMPLES
+from hccli import inventory as INV
 from hccli.counting.sites import hc_sites
 from hccli.config.model import load_config
 from hccli.inventory import build_hc_inventory, build_inventory
+from hccli.layers import plan_layers
 
 D, V, H, I, E = 5120, 129280, 64, 2304, 384
 
@@ -146,3 +149,57 @@ def test_names_unique_and_logical_counts():
     w = inv.by_name()["layers.0.ffn.experts.0.w1.weight"]
     assert w.fp4_packed and w.logical_params == 2 * w.elements
     assert inv.by_name()["layers.0.ffn.experts.0.w1.scale"].logical_params == 0
+
+
+# --- experts by group: the same tensors as one by one, and verify still names one tensor of a group
+
+
+def _per_tensor(cfg):
+    """The inventory with every expert tensor written through add() one by one (fp4/fp8): the
+    rule the expert-group template must equal."""
+    def experts(b, p, n, linears):
+        for x in range(n):
+            for name, o, i in linears:
+                (b.fp4 if b.cfg.expert_dtype == "fp4" else b.fp8)(f"{p}.ffn.experts.{x}.{name}", o, i, "routed_experts")
+
+    fast = INV._Builder.experts
+    INV._Builder.experts = experts
+    try:
+        return INV._inventory(cfg, plan_layers(cfg))
+    finally:
+        INV._Builder.experts = fast
+
+
+@pytest.mark.parametrize("path", ALL_CONFIGS, ids=lambda p: p.name)
+def test_expert_groups_match_per_tensor_inventory(path):
+    cfg = load_config(path)
+    got = INV._inventory(cfg, plan_layers(cfg))
+    want = _per_tensor(cfg)
+    assert got.tensors == want.tensors
+    assert got.release == want.release
+    # the columns are the records', and the byte total kept while building is their sum
+    assert tuple(map(list, zip(*want.tensors))) == tuple(got.columns)
+    assert got.total_size == sum(t.nbytes for t in want.tensors)
+    assert got.by_name() == {t.name: t for t in want.tensors}
+
+
+def _findings(path, code):
+    from conftest import run_hc
+
+    r = run_hc("inspect", path, "--verify", "--json")
+    return r.exit_code, [f for f in r.json()["findings"] if f["code"] == code]
+
+
+def test_one_tensor_gone_from_one_expert_group_and_one_shape_changed(tmp_path):
+    from ckpt_tools import edit_index, read_entries, rewrite, shard_of, tiny
+
+    ck = tiny(tmp_path / "ck")
+    gone, bent = "layers.1.ffn.experts.2.w3.scale", "layers.0.ffn.experts.3.w2.weight"
+    rewrite(shard_of(ck, gone), drop={gone})
+    edit_index(ck, lambda d: d["weight_map"].pop(gone))
+    (dtype, shape, data), = [(d, s, b) for n, d, s, b in read_entries(shard_of(ck, bent)) if n == bent]
+    rewrite(shard_of(ck, bent), replace={bent: (dtype, (shape[1], shape[0]), data)})
+    code, missing = _findings(ck, "missing_tensor")
+    assert code == 1 and [f["message"].split("'")[1] for f in missing] == [gone]
+    _, shapes = _findings(ck, "wrong_shape")
+    assert [f["message"].split("'")[1] for f in shapes] == [bent]

@@ -56,13 +56,9 @@ def published_shard(release: str, name: str) -> int:
     return first_stage + int(m[2])
 
 
-@pytest.fixture(scope="module", params=sorted(PUBLISHED))
-def phantom(request, tmp_path_factory):
-    release = request.param
-    out = tmp_path_factory.mktemp("rel") / release
-    r = run_hc("make-checkpoint", SAMPLES / f"{release}.json", out, "--phantom", "--json")
-    assert r.exit_code == 0, r.stderr
-    return release, out, r.json()
+@pytest.fixture(params=sorted(PUBLISHED))
+def phantom(request, phantoms):
+    return request.param, *phantoms(request.param)
 
 
 @pytest.mark.parametrize("style", ["json", "hf.json"])

@@ -1,9 +1,11 @@
-"""The output layer: numbers are never cut, piped lines are not wrapped, JSON from dataclasses."""
+"""The output layer: numbers are never cut, piped lines are not wrapped, JSON from dataclasses,
+our markup read as rich reads it but emoji codes left as written."""
 
 import math
 import re
 from dataclasses import dataclass
 
+import pytest
 from rich.table import Table
 
 from conftest import SAMPLES, run_hc
@@ -79,3 +81,25 @@ def test_names_that_look_like_emoji_codes_are_printed_as_written(tmp_path):
     assert "ck:smile:" in r.stdout and "x:thumbs_up:" in r.stdout and ":smile:.weight" in r.stdout
     assert "\U0001f604" not in r.stdout and "\U0001f44d" not in r.stdout
     assert "[bold]a[/bold]\\x1b[2J.weight" in r.stdout  # markup stays text, the escape code is shown escaped
+
+
+@pytest.mark.parametrize("text", ["", "plain", "a: b", "[bold]a:[/]b:", "10:30 : 4:5", "\\[x]", "no: code: here"])
+def test_markup_is_richs_markup(text):
+    # what rich makes of our markup, emoji codes aside (there are none in our strings)
+    from rich.text import Text
+
+    from hccli.cli.output import markup
+
+    ours, rich_default = markup(text, "table.title"), Text.from_markup(text, style="table.title")
+    assert (ours.plain, ours.spans, ours.style) == (rich_default.plain, rich_default.spans, rich_default.style)
+
+
+@pytest.mark.parametrize("text", ["x:smile:y", "[bold]x:smile:[/] y", ":+1: and :-1:", "dir/x:thumbs_up-emoji:y"])
+def test_markup_leaves_emoji_codes_as_written(text):
+    # a name from a file or a server that looks like an emoji code is printed as written
+    from rich.text import Text
+
+    from hccli.cli.output import markup
+
+    assert markup(text).plain == Text.from_markup(text, emoji=False).plain
+    assert ":" in markup(text).plain and markup(text).plain != Text.from_markup(text).plain

@@ -3,15 +3,15 @@
 import json
 import pytest
 
-from ckpt_tools import edit_index, tiny
+from ckpt_tools import copy, edit_index, tiny
 from conftest import SAMPLES, run_hc
 from hccli.st_layout import header_bytes
-from hccli.synth import INDEX_NAME, make_checkpoint
+from hccli.synth import INDEX_NAME
 
 
 @pytest.fixture
-def ck(tmp_path):
-    return make_checkpoint(SAMPLES / "deepseek-v4-flash.json", tmp_path / "ck", phantom=True).outdir  # ~1 s
+def ck(tmp_path, phantoms):
+    return copy(phantoms("deepseek-v4-flash")[0], tmp_path / "ck")
 
 
 def verify(path):

@@ -210,6 +210,7 @@ def test_hostile_plot_names_are_escaped(mpl, tmp_path):
 
 # --- matplotlib only when asked ---
 
+@pytest.mark.slow
 def test_commands_import_matplotlib_only_for_plot(mpl, tmp_path):
     pytest.importorskip("torch")
     ck = tiny(tmp_path / "ck")

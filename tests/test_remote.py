@@ -8,16 +8,15 @@ import pytest
 pytest.importorskip("huggingface_hub")
 
 from ckpt_tools import tiny  # noqa: E402
-from conftest import SAMPLES, run_hc  # noqa: E402
+from conftest import run_hc  # noqa: E402
 from hub_server import SHA, Hub  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def repos(tmp_path_factory):
+def repos(tmp_path_factory, phantoms):
     root = tmp_path_factory.mktemp("hub")
     tiny(root / "tiny")
-    assert run_hc("make-checkpoint", SAMPLES / "deepseek-v4.1-flash.json", root / "v41", "--phantom").exit_code == 0
-    return {"org/tiny": root / "tiny", "org/v41": root / "v41"}
+    return {"org/tiny": root / "tiny", "org/v41": phantoms("deepseek-v4.1-flash")[0]}
 
 
 @pytest.fixture
@@ -89,6 +88,7 @@ def test_shard_faults_get_clear_messages(hub, repos, fault, words):
     assert shard in human.stderr and words in human.stderr
 
 
+@pytest.mark.slow
 def test_concurrent_reads(hub, repos, monkeypatch, tmp_path):
     def timed():
         monkeypatch.setenv("HC_CACHE_DIR", str(tmp_path / f"cache{time.monotonic_ns()}"))  # cold every time

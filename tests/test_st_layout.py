@@ -7,6 +7,7 @@ import pytest
 from ckpt_tools import read_entries
 from conftest import SAMPLES
 from hccli.config.model import load_config
+from hccli import inventory as INV
 from hccli.inventory import build_inventory
 from hccli.st_layout import header_bytes, serializer_order
 from hccli.synth import INDEX_NAME, make_checkpoint, plan_shards
@@ -75,3 +76,40 @@ def test_every_shard_is_what_safetensors_writes(tmp_path, config, phantom):
         assert st_torch.save(loaded) == (ck / plan.file).read_bytes()
     index = json.loads((ck / INDEX_NAME).read_text())
     assert index["metadata"]["producer"] == "hccli make-checkpoint" + (" --phantom" if phantom else "")
+
+
+def test_the_header_writer_of_the_tests_is_the_compact_form():
+    # _as_published reads the text's length as the compact header's: header_bytes writes that form
+    head = header_bytes([("a", "F32", (2,), 8), ("b", "BF16", (3,), 6)])
+    assert b" " not in head[8:].rstrip(b" ")
+
+
+# --- the serializer's order and header size, for names that escape and offsets of every digit count
+
+
+def _spec(name, dtype, shape):
+    return INV.TensorSpec(name, shape, dtype, "attention", None, "text")
+
+
+ODD_NAMES = ["b", "a\"q", "a\\\\s", "é", "\u00ff", "\U0001f600x", "z\nline", "A", "a.10", "a.9", "\uffff", "ab"]
+
+
+def test_serializer_order_is_byte_order_then_dtype():
+    from hccli.st_layout import _RANK, serializer_order
+
+    specs = [_spec(n, d, (1,)) for n in ODD_NAMES for d in ("F32", "BF16", "I8")]
+    got = serializer_order(specs)
+    assert got == sorted(specs, key=lambda t: (-_RANK[t.dtype], t.name.encode("utf-8")))
+
+
+@pytest.mark.parametrize("names", [ODD_NAMES, ["plain.a", "plain.b"], ["\u00e9t\u00e9"], ["one"]])
+def test_header_size_counts_escapes_and_digits(names):
+    from hccli.checkpoint.placement import _header_size
+    from hccli.st_layout import serializer_order
+    from hccli.synth import ShardPlan, shard_header
+
+    # sizes crossing digit counts, so offsets of 1 to 13 digits are counted
+    specs = [_spec(n, "F32", (10 ** (k % 4), 3)) for k, n in enumerate(names)]
+    specs += [_spec(f"big.{k}", "I8", (7 ** k + 1,)) for k in range(14)]
+    plan = ShardPlan("model-00001-of-00001.safetensors", tuple(serializer_order(specs)))
+    assert _header_size(plan, [t.nbytes for t in plan.tensors]) == len(shard_header(plan))

@@ -10,8 +10,9 @@ import threading
 
 import pytest
 
-from ckpt_tools import copy, shard_of, tiny
+from ckpt_tools import copy, shard_of, tiny, write_shard
 from conftest import run_hc
+from hccli.checkpoint.opening import open_checkpoint
 from hccli.checkpoint.store import INDEX_CAP, LocalStore, MAX_SHARDS, open_store
 from hccli.synth import INDEX_NAME
 
@@ -132,6 +133,20 @@ def test_shards_without_an_index_imply_their_count(ck):
     found = codes(r)
     assert gone in found["missing_shard"] and "-of-N names imply" in found["missing_shard"]
     assert "model-00002-of-00014.safetensors.partial" in found["partial_file"]
+
+
+def test_occurrences_list_every_shard_of_a_name_in_order(tmp_path):
+    # verify's duplicate, unindexed and wrong-shard findings read them; the merged table keeps the first
+    f32 = b"\0" * 4
+    write_shard(tmp_path / "a.safetensors", [("x", "F32", (1,), f32), ("only_a", "F32", (1,), f32)])
+    write_shard(tmp_path / "b.safetensors", [("only_b", "F32", (1,), f32), ("y", "F32", (1,), f32)])
+    write_shard(tmp_path / "c.safetensors", [("y", "F32", (1,), f32), ("x", "F32", (1,), f32)])
+    ck = open_checkpoint(tmp_path)
+    occ = {name: [s.file for s in shards] for name, shards in ck.occurrences().items()}
+    assert occ == {"x": ["a.safetensors", "c.safetensors"], "only_a": ["a.safetensors"],
+                   "only_b": ["b.safetensors"], "y": ["b.safetensors", "c.safetensors"]}
+    assert {n: s.file for n, (s, _) in ck.tensors().items()} == {
+        "x": "a.safetensors", "only_a": "a.safetensors", "only_b": "b.safetensors", "y": "b.safetensors"}
 
 
 def test_an_unreadable_shard_makes_verify_exit_nonzero_without_an_index(ck):

@@ -54,14 +54,26 @@ def test_v41_shards_in_release_order(tmp_path):
     assert layer_order == sorted(layer_order)
 
 
-def test_phantom_is_sparse_and_reads_back(tmp_path):
-    out = tmp_path / "p"
-    r = run_hc("make-checkpoint", SAMPLES / "deepseek-v4.1-flash.json", out, "--phantom", "--json")
-    assert r.exit_code == 0, r.stderr
-    doc = r.json()
+def test_phantom_is_sparse_and_reads_back(phantoms):
+    out, doc = phantoms("deepseek-v4.1-flash")
     assert doc["shards"] == 48 and doc["total_size"] > 500e9
     used = sum(f.stat().st_blocks * 512 for f in out.iterdir())
     assert used < 64e6, used  # 510 GB apparent, a few MB on disk
+
+
+def test_the_tests_copy_of_a_phantom_keeps_its_holes_and_bytes(phantoms, tmp_path):
+    # tests that damage a phantom work on ckpt_tools.copy of the shared one
+    from ckpt_tools import copy
+
+    out, _ = phantoms("deepseek-v4-flash")
+    dup = copy(out, tmp_path / "dup")
+    assert sorted(p.name for p in dup.iterdir()) == sorted(p.name for p in out.iterdir())
+    assert sum(f.stat().st_blocks * 512 for f in dup.iterdir()) < 64e6
+    for f in sorted(out.iterdir()):
+        g = dup / f.name
+        assert g.stat().st_size == f.stat().st_size, f.name
+        with f.open("rb") as a, g.open("rb") as b:  # the header and the small F32 values up front
+            assert a.read(4 << 20) == b.read(4 << 20), f.name
 
 
 def test_refuses_non_empty_outdir_without_force(tmp_path):

@@ -1,9 +1,11 @@
-"""Reading tensor values at validated offsets, cross-checked against safetensors' own loaders."""
+"""Reading tensor values at validated offsets, cross-checked against safetensors' own loaders; and
+--verify's NaN/Inf scan of an fn's values, read in bounded chunks."""
 
 from __future__ import annotations
 
 import ast
 import json
+import math
 import struct
 import subprocess
 import sys
@@ -16,7 +18,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from hccli.checkpoint import verify
 from hccli.checkpoint.header import parse_header, read_header
+from hccli.checkpoint.opening import open_checkpoint
 from hccli.checkpoint.source import LocalFile
 from hccli.checkpoint.values import (
     READABLE_DTYPES,
@@ -28,6 +32,8 @@ from hccli.checkpoint.values import (
 from hccli.errors import HcError
 
 from byte_sources import CountingSource, MemorySource  # noqa: E402
+from ckpt_tools import read_entries, rewrite, shard_of, tiny  # noqa: E402
+from conftest import run_hc_process, write_sparse_shard  # noqa: E402
 
 NATIVE = {
     "BOOL": np.bool_, "U8": np.uint8, "I8": np.int8, "I16": np.int16, "U16": np.uint16, "F16": np.float16,
@@ -298,3 +304,34 @@ def test_nonfinite_count_of_float32_bytes_is_numpys():
                    np.frombuffer(rng.bytes(4 * 100_000), "<f4"),  # every bit pattern, NaNs of every payload
                    np.zeros(7, "<f4"), np.zeros(0, "<f4")):
         assert count_nonfinite_f32(values.tobytes()) == values.size - np.count_nonzero(np.isfinite(values))
+
+
+# --- --verify's NaN/Inf scan of an fn's values, in bounded chunks
+
+
+@pytest.fixture
+def nan_fn(tmp_path):
+    ck = tiny(tmp_path / "t")
+    name = "layers.1.hc_ffn_fn"
+    (_, dtype, shape, data) = next(e for e in read_entries(shard_of(ck, name)) if e[0] == name)
+    bad = data[:40] + struct.pack("<f", math.inf) + data[44:]
+    rewrite(shard_of(ck, name), replace={name: (dtype, shape, bad)})
+    return ck
+
+
+def test_the_scan_finds_an_inf_in_an_fn(nan_fn):
+    found = verify.verify(open_checkpoint(nan_fn))
+    assert [f.code for f in found] == ["hc_nonfinite"] and "layers.1.hc_ffn_fn' holds 1 NaN/Inf" in found[0].message
+
+
+def test_a_large_fn_is_scanned_in_chunks_by_the_command(tmp_path):
+    # 40 MB of fn (five 8 MiB chunks) with one NaN near its end, through `hc` as users run it
+    n, cols = 24, 440_000
+    f = write_sparse_shard(tmp_path / "m.safetensors",
+                           [("layers.0.hc_attn_fn", "F32", (n, cols)), ("layers.0.hc_attn_base", "F32", (n,)),
+                            ("layers.0.hc_attn_scale", "F32", (3,))],
+                           [("layers.0.hc_attn_fn", n * cols * 4 - 8, struct.pack("<f", math.nan))])
+    proc, _, _ = run_hc_process("inspect", f, "--verify", "--json")
+    assert proc.returncode == 1, proc.stderr
+    found = [x for x in json.loads(proc.stdout)["findings"] if x["code"] == "hc_nonfinite"]
+    assert len(found) == 1 and "1 NaN/Inf" in found[0]["message"]

@@ -232,12 +232,10 @@ def test_human_verify_output(ck):
 
 
 @covers("shard_placement")
-def test_shard_placement_of_a_release(tmp_path):
-    from conftest import SAMPLES
+def test_shard_placement_of_a_release(tmp_path, phantoms):
+    from ckpt_tools import copy
 
-    from hccli.synth import make_checkpoint
-
-    ck = make_checkpoint(SAMPLES / "deepseek-v4-flash.json", tmp_path / "flash", phantom=True).outdir
+    ck = copy(phantoms("deepseek-v4-flash")[0], tmp_path / "flash")
     last = "model-00046-of-00046.safetensors"
     (ck / last).rename(ck / "mtp.safetensors")
     edit_index(ck, lambda d: d["weight_map"].update({n: "mtp.safetensors" for n, f in d["weight_map"].items()

@@ -120,7 +120,7 @@ class HeaderScan:
         while count:
             buf, i = self.ahead(1 << 20)
             end, at = len(buf) - 8, i
-            for left in range(count, 0, -1):  # (a for over a range: twice a while's speed)
+            for left in range(count, 0, -1):  # (a for over a range: no counter updated in Python)
                 if at > end:
                     break
                 n = unpack(buf, at)[0]

@@ -117,7 +117,7 @@ def gc_paused() -> Iterator[None]:
 
     Parsing a header allocates a container per JSON object and array and a tuple per tensor,
     all alive until it ends (the tensors for good) and none in a cycle. Left on, the GC walks
-    them again every few hundred allocations: more than half the parse time of a big header.
+    them again every few hundred allocations, a cost that grows with the header and frees nothing.
     The switch is process-wide: threads pausing at once may end one another's pause early (a
     cost, never a leak); a GC the caller had turned off stays off.
     """

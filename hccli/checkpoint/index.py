@@ -61,7 +61,7 @@ def _parse_index_fast(raw: bytes, where: str, shard_files: list[str] | None = No
         return None
     if shard_files and len(shard_files) <= MAX_SHARDS:
         # Values checked in C against the files present, and each one the listing's own string
-        # rather than a new one per tensor (~100k): about a third of the decode. An index naming
+        # rather than a new one per tensor (~100k), which is much of the decode. An index naming
         # any other file (a missing shard, an unsafe name) is decoded the general way.
         try:
             doc = _index_decoder(tuple(shard_files))(raw)

@@ -38,7 +38,7 @@ def sniff(head: bytes) -> tuple[str, str] | None:
     if head.startswith(b"\x93NUMPY"):
         return "npy", "is a NumPy .npy array file"
     if head and _looks_like_text(head):
-        # Never quoted: a shard path may be a symlink to anything (a private key was once shown).
+        # Never quoted: a shard path may be a symlink to anything (it may be a private key).
         return "text_file", "is a text file, not safetensors"
     return None
 

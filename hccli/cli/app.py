@@ -15,7 +15,7 @@ import signal
 import sys
 
 # The imports of a start (typer, rich, the command's modules) build ~100k objects that live to
-# the end; a cyclic GC pass over them as they pile up costs ~5% of count-params' start-up.
+# the end; a cyclic GC pass over them as they pile up frees nothing and delays the start.
 _gc_on = gc.isenabled()
 gc.disable()
 
@@ -169,8 +169,8 @@ def register(names=None) -> typer.Typer:
 # resources that only a finaliser releases, and freeing their readers' ~100k objects takes a while.
 _QUICK_EXIT = frozenset({"inspect", "count-params"})
 # OpenBLAS starts a spinning thread per core when numpy is imported; inspect's few 4x4 matrices
-# need none, nor run-site's projections of a few tokens (threads fighting for busy cores made
-# them ~100x slower). Only set where the user chose no thread count of their own.
+# need none, nor run-site's projections of a few tokens (threads spinning for busy cores make
+# them far slower than one thread). Only set where the user chose no thread count of their own.
 _BLAS_THREADS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
 _ONE_BLAS_THREAD = frozenset({"inspect", "run-site", "check-port"})
 
@@ -190,7 +190,7 @@ def main() -> None:
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
     if first == "inspect" and not helping:
         # ~500k long-lived, acyclic objects (headers, index, tensor table): the cyclic GC would
-        # walk them again at every full collection, ~15% of the run; the process ends soon after.
+        # walk them again at every full collection, freeing nothing; the process ends soon after.
         gc.disable()
     register([first] if first in COMMANDS and not helping else None)
     try:

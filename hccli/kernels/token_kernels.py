@@ -60,8 +60,8 @@ class Tiling:
                        stage_out=staged if self.stage_out is None else self.stage_out)
 
 
-# Whether mixes and comb go through shared memory by default. The exact kernel
-# (issue-bound) gained ~2% from it on the H200; the fast one lost ~3% (NOTES.md).
+# Whether mixes and comb go through shared memory by default: the exact kernel, bound by issue
+# slots, gains from coalesced tiles; the fast one, bound by bytes, does not (benchmarks/NOTES.md).
 STAGED = {"exact": True, "fast": False}
 DEFAULT_TILING = Tiling()
 

@@ -130,7 +130,7 @@ def draw_params(data: ParamsFigureData) -> Drawn:
         axes.append(ax)
         y += h
     # room on the left for the longest bar label as drawn (a group's description is long), never less
-    # than before; the bars keep their width, the figure grows
+    # than 3.6 inches; the bars keep their width, the figure grows
     renderer = fig.canvas.get_renderer()
     labels = max(t.get_window_extent(renderer).width for ax in axes for t in ax.get_yticklabels()) / fig.dpi
     left = max(3.6, labels + 0.4)

@@ -1,6 +1,6 @@
-"""Start-up guard for `hc count-params` (issue #14): the command must not pull in
-heavy modules it never uses. Checked in a fresh interpreter, because the test
-process itself has imported everything already."""
+"""What a command imports: `hc count-params` pulls in no heavy module it never uses, and
+`hc inspect --json` (with --verify too) of a safetensors checkpoint loads neither numpy nor rich.
+Checked in a fresh interpreter, because the test process itself has imported everything already."""
 
 from __future__ import annotations
 
@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from ckpt_tools import tiny
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,23 +57,30 @@ def test_count_params_json_skips_rich_tables(tmp_path):
     assert "hccli.counting.model" not in _modules(tmp_path, "count-params", "--json")
 
 
-@pytest.mark.parametrize("text", ["", "plain", "a: b", "[bold]a:[/]b:", "10:30 : 4:5", "\\[x]", "no: code: here"])
-def test_markup_is_richs_markup(text):
-    # what rich makes of our markup, emoji codes aside (there are none in our strings)
-    from rich.text import Text
-
-    from hccli.cli.output import markup
-
-    ours, rich_default = markup(text, "table.title"), Text.from_markup(text, style="table.title")
-    assert (ours.plain, ours.spans, ours.style) == (rich_default.plain, rich_default.spans, rich_default.style)
+@pytest.fixture(scope="module")
+def tiny_ckpt(tmp_path_factory):
+    return tiny(tmp_path_factory.mktemp("imports") / "tiny")
 
 
-@pytest.mark.parametrize("text", ["x:smile:y", "[bold]x:smile:[/] y", ":+1: and :-1:", "dir/x:thumbs_up-emoji:y"])
-def test_markup_leaves_emoji_codes_as_written(text):
-    # a name from a file or a server that looks like an emoji code is printed as written
-    from rich.text import Text
+def test_inspect_json_imports_no_numpy_nor_verify_nor_the_layer_plan(tiny_ckpt):
+    code = ("import sys; from hccli.cli.app import main; sys.argv = ['hc', 'inspect', sys.argv[1], '--json'];\n"
+            "import atexit; atexit.register(lambda: sys.stderr.write(' '.join(sorted(m for m in sys.modules if m in"
+            " ('numpy', 'hccli.checkpoint.verify', 'hccli.inventory', 'hccli.layers', 'torch', 'rich.console')))))"
+            "\nmain()")
+    r = subprocess.run([sys.executable, "-c", code, str(tiny_ckpt)], capture_output=True, text=True, cwd=ROOT,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["hc"]
+    assert r.stderr.strip() == ""
 
-    from hccli.cli.output import markup
 
-    assert markup(text).plain == Text.from_markup(text, emoji=False).plain
-    assert ":" in markup(text).plain and markup(text).plain != Text.from_markup(text).plain
+def test_inspect_verify_json_of_safetensors_imports_no_numpy(tiny_ckpt):
+    # the NaN/Inf scan of F32 values counts exponent bits in the bytes
+    code = ("import sys; from hccli.cli.app import main; sys.argv = ['hc', 'inspect', sys.argv[1], '--verify',"
+            " '--json'];\nimport atexit; atexit.register(lambda: sys.stderr.write(' '.join(sorted(m for m in"
+            " sys.modules if m in ('numpy', 'torch', 'rich.console')))))\nmain()")
+    r = subprocess.run([sys.executable, "-c", code, str(tiny_ckpt)], capture_output=True, text=True, cwd=ROOT,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout)["findings"] == []
+    assert r.stderr.strip() == ""

@@ -1,5 +1,6 @@
-"""The index's fast path (msgspec) against its careful path (json): the same Index or the same
-one-line error for every document, and the fast path taken for an ordinary index."""
+"""model.safetensors.index.json read: the bounded reader's verdict, whichever decoder takes the
+document (msgspec's fast accept or json): the same Index, in the weight map's order, or the same
+one-line error, for every document; an ordinary index takes the fast accept."""
 
 from __future__ import annotations
 
