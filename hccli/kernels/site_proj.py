@@ -109,66 +109,12 @@ def make_proj(dim: int, stream: str, collapse: bool, splits: int, tiling: ProjTi
         else:
             gemm(xs, fs, part, transpose_B=True, clear_accum=True, policy=full_row)
 
-    CL = tiling.cluster
-    if CL > 1 and (is_f32 or tiling.async_mma or tiling.stages != 2 or steps % 2):
-        raise HcError("the cluster projection is built for bfloat16 streams, two stages, an even step count")
-
-    @T.macro
-    def cluster_load(x: Any, fnp: Any, xs: Any, fs: Any, bar: Any, row0: Any, step: Any) -> None:
-        """One step's x into this block (cp.async, one group per stream) and its fn tile into every
-        block of the cluster (one TMA multicast, issued by the first block, landing on each one's bar)."""
-        for i in T.unroll(hc):
-            T.async_copy(x[row0:row0 + BM, i, step * BD:step * BD + BD], xs[:, i * BD:(i + 1) * BD])
-        T.tma_copy(fnp[step, 0:FN_ROWS, 0:KC], fs, barrier=bar, cluster_mask=(1 << CL) - 1)
-        T.barrier_arrive(bar)  # tma_copy only adds the bytes to wait for; the phase also needs the arrivals
-
-    @T.macro
-    def cluster_step(x: Any, fnp: Any, pm: Any, collapsed: Any, acc: Any, part: Any, sq: Any, row0: Any,
-                     ks: Any, kd: Any, parity: Any, xs: Any, fs: Any, bar: Any, xn: Any, fn_: Any,
-                     barn: Any) -> None:
-        """Step kd from stage (xs, fs, bar) while step kd + 1 is loaded into (xn, fn_, barn)."""
-        step = ks * steps + kd
-        T.cluster_wait()  # both blocks are done with the other stage (the wgmma of step kd - 1)
-        T.sync_threads()  # and this block's element work of step kd - 1 has read its x
-        if kd + 1 < steps:
-            cluster_load(x, fnp, xn, fn_, barn, row0, step + 1)
-            T.ptx_wait_group(hc)  # this step's x landed, the next step's hc groups may still fly
-        else:
-            T.ptx_wait_group(0)
-        T.mbarrier_wait_parity(bar, parity)
-        T.sync_threads()
-        T.gemm(xs, fs, part, transpose_B=True, clear_accum=True, policy=full_row)
-        T.cluster_arrive()
-        for t, j in T.Parallel(BM, FN_ROWS):
-            acc[t, j] += part[t, j]
-        step_values(xs, sq, pm, collapsed, row0, step * BD)
-
-    @T.macro
-    def cluster_steps(x: Any, fnp: Any, pm: Any, collapsed: Any, acc: Any, part: Any, sq: Any, row0: Any,
-                      ks: Any) -> None:
-        """The steps with two stages by hand: x by cp.async per block, fn by one TMA multicast into the
-        cluster's blocks, a cluster barrier before a stage is refilled (the peers read it too)."""
-        xs0 = T.alloc_shared((BM, KC), stream)
-        xs1 = T.alloc_shared((BM, KC), stream)
-        fs0 = T.alloc_shared((FN_ROWS, KC), bf16)
-        fs1 = T.alloc_shared((FN_ROWS, KC), bf16)
-        bar0 = T.alloc_barrier(tiling.threads)
-        bar1 = T.alloc_barrier(tiling.threads)
-        T.cluster_sync()  # every block's barriers initialised before a peer's multicast lands on them
-        cluster_load(x, fnp, xs0, fs0, bar0, row0, ks * steps)
-        T.cluster_arrive()
-        for k2 in T.serial(steps // 2):
-            cluster_step(x, fnp, pm, collapsed, acc, part, sq, row0, ks, k2 * 2, k2 % 2, xs0, fs0, bar0,
-                         xs1, fs1, bar1)
-            cluster_step(x, fnp, pm, collapsed, acc, part, sq, row0, ks, k2 * 2 + 1, k2 % 2, xs1, fs1, bar1,
-                         xs0, fs0, bar0)
-        T.cluster_wait()
-
     @T.macro
     def body(x: Any, fnp: Any, pre_in: Any, ws: Any, collapsed: Any, scale_t: Any, base_t: Any, mixes_t: Any,
              pre_t: Any, post_t: Any, comb_t: Any) -> None:
-        grid = T.ceildiv(tokens, BM) if CL == 1 else T.ceildiv(tokens, BM * CL) * CL
-        with T.Kernel(grid, splits, threads=tiling.threads, cluster_dims=(CL, 1, 1)) as (bx, ks):
+        with T.Kernel(T.ceildiv(tokens, BM), splits, threads=tiling.threads) as (bx, ks):
+            xs = T.alloc_shared((BM, KC), stream)
+            fs = T.alloc_shared((FN_ROWS, KC), bf16)
             acc = T.alloc_fragment((BM, FN_ROWS), f32)
             part = T.alloc_fragment((BM, FN_ROWS), f32)
             sq = T.alloc_fragment((BM, BD), f32)
@@ -178,27 +124,22 @@ def make_proj(dim: int, stream: str, collapse: bool, splits: int, tiling: ProjTi
             T.clear(sq)
             if collapse:
                 T.copy(pre_in[row0, 0], pm)
-            if CL > 1:
-                cluster_steps(x, fnp, pm, collapsed, acc, part, sq, row0, ks)
-            else:
-                xs = T.alloc_shared((BM, KC), stream)
-                fs = T.alloc_shared((FN_ROWS, KC), bf16)
-                for kd in T.Pipelined(steps, num_stages=min(tiling.stages, steps)):
-                    step = ks * steps + kd
-                    d0 = step * BD
-                    for i in T.unroll(hc):
-                        T.copy(x[row0:row0 + BM, i, d0:d0 + BD], xs[:, i * BD:(i + 1) * BD])
-                    T.copy(fnp[step, 0, 0], fs)
-                    products(xs, fs, part)
-                    if tiling.async_mma:
-                        step_values(xs, sq, pm, collapsed, row0, d0)
-                        T.wait_wgmma(0)
-                        # keep nvcc from reading the accumulators before the wait
-                        T.warpgroup_fence_operand(part, num_regs=BM * FN_ROWS // tiling.threads)
-                    for t, j in T.Parallel(BM, FN_ROWS):
-                        acc[t, j] += part[t, j]
-                    if not tiling.async_mma:
-                        step_values(xs, sq, pm, collapsed, row0, d0)
+            for kd in T.Pipelined(steps, num_stages=min(tiling.stages, steps)):
+                step = ks * steps + kd
+                d0 = step * BD
+                for i in T.unroll(hc):
+                    T.copy(x[row0:row0 + BM, i, d0:d0 + BD], xs[:, i * BD:(i + 1) * BD])
+                T.copy(fnp[step, 0, 0], fs)
+                products(xs, fs, part)
+                if tiling.async_mma:
+                    step_values(xs, sq, pm, collapsed, row0, d0)
+                    T.wait_wgmma(0)
+                    # keep nvcc from reading the accumulators before the wait
+                    T.warpgroup_fence_operand(part, num_regs=BM * FN_ROWS // tiling.threads)
+                for t, j in T.Parallel(BM, FN_ROWS):
+                    acc[t, j] += part[t, j]
+                if not tiling.async_mma:
+                    step_values(xs, sq, pm, collapsed, row0, d0)
             sqs = T.alloc_fragment((BM,), f32)
             T.reduce_sum(sq, sqs, dim=1)
             accs = T.alloc_shared((BM, FN_ROWS), f32)

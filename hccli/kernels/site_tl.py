@@ -50,9 +50,6 @@ class ProjTiling:
     stages: int = 2
     threads: int = 128
     async_mma: bool = False  # issue the step's wgmma, do the step's sums of squares and collapse, then wait
-    # blocks a thread-block cluster shares each fn tile between (one TMA multicast into all of them);
-    # 1: each block copies its own (cp.async, tilelang's pipeline)
-    cluster: int = 1
 
     def dim_step(self, stream: str) -> int:
         return self.block_dim if stream == "bfloat16" else self.block_dim_f32
