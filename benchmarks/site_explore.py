@@ -44,19 +44,12 @@ def variant_keys(tiling: ProjTiling) -> list[tuple]:
 
 
 def _time(torch, fn, reps=20, calls=5):
+    """Median per-call milliseconds of `reps` samples of `calls` back-to-back calls (hc bench's timer)."""
+    from hccli.kernels.bench import timer
+
     fn(0)
     torch.cuda.synchronize()
-    out, i = [], 0
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        for _ in range(calls):
-            fn(i)
-            i += 1
-        b.record()
-        b.synchronize()
-        out.append(a.elapsed_time(b) / calls)
-    return statistics.median(out)
+    return statistics.median(timer(torch, True)(fn, calls, reps))
 
 
 def _packed(torch, fn, bd):
