@@ -52,3 +52,10 @@ def convert(src: Path, out: Path, bits: int | None = None) -> Path:
     utils.save_model(out, model)
     utils.save_config(copy.deepcopy(config), out / "config.json")
     return out
+
+
+def release_and_conversions(root: Path) -> dict[str, Path]:
+    """The release checkpoint and mlx-lm's two conversions of it: plain, and quantised to 4 bits."""
+    mlx_lm_utils()
+    rel = release(root / "src")
+    return {"release": rel, "plain": convert(rel, root / "plain"), "q4": convert(rel, root / "q4", bits=4)}

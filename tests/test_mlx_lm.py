@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from conftest import run_hc
 from diff_fixtures import edit_copy, hc_values
-from mlx_fixtures import convert, mlx_lm_utils, release
+from mlx_fixtures import release_and_conversions
 
 from hccli import dialect_mlx
 from hccli import dialects as D
@@ -20,10 +20,7 @@ from hccli.inventory import build_inventory
 
 @pytest.fixture(scope="module")
 def made(tmp_path_factory):
-    mlx_lm_utils()
-    root = tmp_path_factory.mktemp("mlx")
-    rel = release(root / "src")
-    return {"release": rel, "plain": convert(rel, root / "plain"), "q4": convert(rel, root / "q4", bits=4)}
+    return release_and_conversions(tmp_path_factory.mktemp("mlx"))
 
 
 def _json(*args, code=0):

@@ -26,12 +26,9 @@ def _same_backbone(made_sites: dict, source_sites: dict) -> int:
 
 @pytest.fixture(scope="module")
 def mlx_made(tmp_path_factory):
-    from mlx_fixtures import convert, mlx_lm_utils, release
+    from mlx_fixtures import release_and_conversions
 
-    mlx_lm_utils()
-    root = tmp_path_factory.mktemp("mlx-site")
-    rel = release(root / "src")
-    return {"release": rel, "plain": convert(rel, root / "plain"), "q4": convert(rel, root / "q4", bits=4)}
+    return release_and_conversions(tmp_path_factory.mktemp("mlx-site"))
 
 
 @pytest.mark.parametrize("kind", ["plain", "q4"])

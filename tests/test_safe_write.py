@@ -174,25 +174,9 @@ def test_a_link_swapped_in_while_writing_is_refused(tmp_path, victim):
     assert victim.read_bytes() == b"precious" and t.is_symlink() and leftovers(tmp_path) == []
 
 
-def test_a_link_swapped_in_after_the_last_look_is_replaced_not_followed(tmp_path, victim, monkeypatch):
-    t = tmp_path / "out.png"
-    real = safe_write._refuse_existing
-    looks = []
-
-    def look(shown, dfd, name, overwrite):
-        real(shown, dfd, name, overwrite)
-        looks.append(name)
-        if len(looks) == 2:  # the look just before the rename: the attacker wins the race
-            t.symlink_to(victim)
-
-    monkeypatch.setattr(safe_write, "_refuse_existing", look)
-    write_file(t, put(), overwrite=True)
-    assert victim.read_bytes() == b"precious"
-    assert not t.is_symlink() and t.read_bytes() == DATA  # a fresh file where the link was
-
-
-def test_without_overwrite_a_file_that_appears_meanwhile_is_kept(tmp_path, monkeypatch):
-    t = tmp_path / "out.safetensors"
+def _at_the_last_look(monkeypatch, act):
+    """Run `act` at safe_write's second look at the target, the one just before the rename: the
+    attacker (or the other writer) wins the race."""
     real = safe_write._refuse_existing
     looks = []
 
@@ -200,9 +184,22 @@ def test_without_overwrite_a_file_that_appears_meanwhile_is_kept(tmp_path, monke
         real(shown, dfd, name, overwrite)
         looks.append(name)
         if len(looks) == 2:
-            t.write_bytes(b"theirs")
+            act()
 
     monkeypatch.setattr(safe_write, "_refuse_existing", look)
+
+
+def test_a_link_swapped_in_after_the_last_look_is_replaced_not_followed(tmp_path, victim, monkeypatch):
+    t = tmp_path / "out.png"
+    _at_the_last_look(monkeypatch, lambda: t.symlink_to(victim))
+    write_file(t, put(), overwrite=True)
+    assert victim.read_bytes() == b"precious"
+    assert not t.is_symlink() and t.read_bytes() == DATA  # a fresh file where the link was
+
+
+def test_without_overwrite_a_file_that_appears_meanwhile_is_kept(tmp_path, monkeypatch):
+    t = tmp_path / "out.safetensors"
+    _at_the_last_look(monkeypatch, lambda: t.write_bytes(b"theirs"))
     with pytest.raises(HcError, match="file exists"):
         write_file(t, put(), overwrite=False)
     assert t.read_bytes() == b"theirs" and leftovers(tmp_path) == []
