@@ -207,8 +207,9 @@ def main() -> None:
     except KeyboardInterrupt:
         # The first Ctrl-C came after the command's own boundary had answered (stop_once has
         # already ignored the rest): the same one line as any interrupted command, no traceback.
-        code, stopped = EXIT_INTERRUPTED, True
-        sys.stderr.write("hc: interrupted\n")
+        line, code = describe(KeyboardInterrupt())
+        stopped = True
+        sys.stderr.write(line + "\n")
     try:
         sys.stdout.flush()  # what is still buffered goes now, where a closed pipe can be told apart
     except BrokenPipeError:
