@@ -1,8 +1,8 @@
 """Device-only: launch the site projection (delayed collapse, one split, 8,192 tokens, V4.1-Flash shapes)
-three times, for Nsight Compute to profile the second launch. Pass `tma` for that variant.
+three times, for Nsight Compute to profile the second launch.
 
     ncu --clock-control none --section SpeedOfLight --section InstructionStats --section WarpStateStats \
-        -k regex:site_pre_proj --launch-skip 1 --launch-count 1 python3 benchmarks/site_ncu.py [tma]
+        -k regex:site_pre_proj --launch-skip 1 --launch-count 1 python3 benchmarks/site_ncu.py
 """
 
 import sys
@@ -12,9 +12,9 @@ import torch
 sys.path.insert(0, ".")
 from hccli.kernels import site_pre as P, tl_build  # noqa: E402
 from hccli.kernels.site_proj import make_proj  # noqa: E402
-from hccli.kernels.site_tl import DEFAULT_PROJ, ProjTiling  # noqa: E402
+from hccli.kernels.site_tl import DEFAULT_PROJ  # noqa: E402
 
-t = ProjTiling(tma=True) if sys.argv[1:] == ["tma"] else DEFAULT_PROJ
+t = DEFAULT_PROJ
 n, D, dev = 8192, 5120, "cuda"
 k = tl_build.jit(make_proj, P._configs, (D, "bfloat16", True, 1, t, (20, 1e-6, 1e-20)))
 parts = P.pack_fn(torch.randn(24, 4 * D, device=dev) / (4 * D) ** 0.5, D, "bfloat16").data

@@ -54,25 +54,21 @@ def make_proj(dim: int, stream: str, collapse: bool, splits: int, tiling: ProjTi
         raise HcError("the projection finishes its tokens itself exactly when it has one split")
     steps = nd // splits
     is_f32 = stream == f32
-    rs = tiling.rs and not is_f32
     finish = S.finish_macro(hc, dim, *op) if op is not None else None
     tokens = T.dynamic("tokens")
-    # the warp groups split the tokens where there are 64 per group, else the 80 fn rows
-    full_row = T.GemmWarpPolicy.FullRow if BM * 128 >= 64 * tiling.threads else T.GemmWarpPolicy.FullCol
+    full_row = T.GemmWarpPolicy.FullRow
 
     @T.macro
-    def load_x(xs: Any, xf: Any) -> None:
-        """The step's tile, one fragment per stream (with rs, laid out as the products' A operand)."""
-        x0, x1, x2, x3 = xf  # unpacked: a loop in a macro is traced, and a list takes no traced index
+    def step_values(xs: Any, sq: Any, pm: Any, collapsed: Any, row0: Any, d0: Any) -> None:
+        """Each token's sum of squares and (collapse) its collapsed features, from the tile in shared memory."""
+        x0 = T.alloc_fragment((BM, BD), stream)
+        x1 = T.alloc_fragment((BM, BD), stream)
+        x2 = T.alloc_fragment((BM, BD), stream)
+        x3 = T.alloc_fragment((BM, BD), stream)
         T.copy(xs[:, 0:BD], x0)
         T.copy(xs[:, BD:2 * BD], x1)
         T.copy(xs[:, 2 * BD:3 * BD], x2)
         T.copy(xs[:, 3 * BD:4 * BD], x3)
-
-    @T.macro
-    def step_values(xf: Any, sq: Any, pm: Any, collapsed: Any, row0: Any, d0: Any) -> None:
-        """Each token's sum of squares and (collapse) its collapsed features, from the tile's fragments."""
-        x0, x1, x2, x3 = xf
         if collapse:
             hf = T.alloc_fragment((BM, BD), stream)
         for t, d in T.Parallel(BM, BD):
@@ -114,51 +110,11 @@ def make_proj(dim: int, stream: str, collapse: bool, splits: int, tiling: ProjTi
             gemm(xs, fs, part, transpose_B=True, clear_accum=True, policy=full_row)
 
     @T.macro
-    def tma_load(x: Any, fnp: Any, xs: Any, fs: Any, bar: Any, row0: Any, step: Any) -> None:
-        """One step's x (one box per stream) and fn tile by TMA, landing on this stage's barrier."""
-        for i in T.unroll(hc):
-            T.tma_copy(x[row0:row0 + BM, i, step * BD:step * BD + BD], xs[:, i * BD:(i + 1) * BD], barrier=bar)
-        T.tma_copy(fnp[step, 0:FN_ROWS, 0:KC], fs, barrier=bar)
-        T.barrier_arrive(bar)  # tma_copy only adds the bytes to wait for; the phase also needs the arrivals
-
-    @T.macro
-    def tma_step(x: Any, fnp: Any, pm: Any, collapsed: Any, acc: Any, part: Any, sq: Any, row0: Any,
-                 ks: Any, kd: Any, parity: Any, xs: Any, fs: Any, bar: Any, xn: Any, fn_: Any, barn: Any) -> None:
-        """Step kd from stage (xs, fs, bar) while step kd + 1 is loaded into (xn, fn_, barn)."""
-        step = ks * steps + kd
-        T.sync_threads()  # every thread is done with the other stage (step kd - 1)
-        if kd + 1 < steps:
-            tma_load(x, fnp, xn, fn_, barn, row0, step + 1)
-        T.mbarrier_wait_parity(bar, parity)
-        T.gemm(xs, fs, part, transpose_B=True, clear_accum=True, policy=full_row)
-        for t, j in T.Parallel(BM, FN_ROWS):
-            acc[t, j] += part[t, j]
-        xf = (T.alloc_fragment((BM, BD), stream), T.alloc_fragment((BM, BD), stream),
-              T.alloc_fragment((BM, BD), stream), T.alloc_fragment((BM, BD), stream))
-        load_x(xs, xf)
-        step_values(xf, sq, pm, collapsed, row0, step * BD)
-
-    @T.macro
-    def tma_steps(x: Any, fnp: Any, pm: Any, collapsed: Any, acc: Any, part: Any, sq: Any, row0: Any,
-                  ks: Any) -> None:
-        """The steps over two stages by hand, each filled by TMA (one thread issues, a barrier per stage)."""
-        xs0 = T.alloc_shared((BM, KC), stream)
-        xs1 = T.alloc_shared((BM, KC), stream)
-        fs0 = T.alloc_shared((FN_ROWS, KC), bf16)
-        fs1 = T.alloc_shared((FN_ROWS, KC), bf16)
-        bar0 = T.alloc_barrier(tiling.threads)
-        bar1 = T.alloc_barrier(tiling.threads)
-        tma_load(x, fnp, xs0, fs0, bar0, row0, ks * steps)
-        for k2 in T.serial(steps // 2):
-            tma_step(x, fnp, pm, collapsed, acc, part, sq, row0, ks, k2 * 2, k2 % 2, xs0, fs0, bar0,
-                     xs1, fs1, bar1)
-            tma_step(x, fnp, pm, collapsed, acc, part, sq, row0, ks, k2 * 2 + 1, k2 % 2, xs1, fs1, bar1,
-                     xs0, fs0, bar0)
-
-    @T.macro
     def body(x: Any, fnp: Any, pre_in: Any, ws: Any, collapsed: Any, scale_t: Any, base_t: Any, mixes_t: Any,
              pre_t: Any, post_t: Any, comb_t: Any) -> None:
         with T.Kernel(T.ceildiv(tokens, BM), splits, threads=tiling.threads) as (bx, ks):
+            xs = T.alloc_shared((BM, KC), stream)
+            fs = T.alloc_shared((FN_ROWS, KC), bf16)
             acc = T.alloc_fragment((BM, FN_ROWS), f32)
             part = T.alloc_fragment((BM, FN_ROWS), f32)
             sq = T.alloc_fragment((BM, BD), f32)
@@ -168,54 +124,22 @@ def make_proj(dim: int, stream: str, collapse: bool, splits: int, tiling: ProjTi
             T.clear(sq)
             if collapse:
                 T.copy(pre_in[row0, 0], pm)
-            if tiling.tma:
-                tma_steps(x, fnp, pm, collapsed, acc, part, sq, row0, ks)
-            else:
-                xs = T.alloc_shared((BM, KC), stream)
-                if rs:
-                    fsi = (T.alloc_shared((FN_ROWS, BD), bf16), T.alloc_shared((FN_ROWS, BD), bf16),
-                           T.alloc_shared((FN_ROWS, BD), bf16), T.alloc_shared((FN_ROWS, BD), bf16))
-                else:
-                    fs = T.alloc_shared((FN_ROWS, KC), bf16)
-                for kd in T.Pipelined(steps, num_stages=min(tiling.stages, steps)):
-                    if tiling.stagger == 1:
-                        step = ks * steps + kd
-                    else:
-                        step = ks * steps + (kd + (bx % tiling.stagger) * steps // tiling.stagger) % steps
-                    d0 = step * BD
-                    for i in T.unroll(hc):
-                        T.copy(x[row0:row0 + BM, i, d0:d0 + BD], xs[:, i * BD:(i + 1) * BD])
-                    xf = (T.alloc_fragment((BM, BD), stream), T.alloc_fragment((BM, BD), stream),
-                          T.alloc_fragment((BM, BD), stream), T.alloc_fragment((BM, BD), stream))
-                    if rs:  # the products' A operand from the fragments the element work reads too
-                        f0, f1, f2, f3 = fsi
-                        T.copy(fnp[step, 0:FN_ROWS, 0:BD], f0)
-                        T.copy(fnp[step, 0:FN_ROWS, BD:2 * BD], f1)
-                        T.copy(fnp[step, 0:FN_ROWS, 2 * BD:3 * BD], f2)
-                        T.copy(fnp[step, 0:FN_ROWS, 3 * BD:4 * BD], f3)
-                        load_x(xs, xf)
-                        T.gemm(xf[0], f0, part, transpose_B=True, clear_accum=True, policy=full_row)
-                        T.gemm(xf[1], f1, part, transpose_B=True, policy=full_row)
-                        T.gemm(xf[2], f2, part, transpose_B=True, policy=full_row)
-                        T.gemm(xf[3], f3, part, transpose_B=True, policy=full_row)
-                    else:
-                        if tiling.fn_rows == FN_ROWS:
-                            T.copy(fnp[step, 0, 0], fs)
-                        else:  # the pad rows stay unloaded: they reach only accumulator columns never read
-                            T.copy(fnp[step, 0:tiling.fn_rows, :], fs[0:tiling.fn_rows, :])
-                        products(xs, fs, part)
-                    if tiling.async_mma:
-                        load_x(xs, xf)
-                        step_values(xf, sq, pm, collapsed, row0, d0)
-                        T.wait_wgmma(0)
-                        # keep nvcc from reading the accumulators before the wait
-                        T.warpgroup_fence_operand(part, num_regs=BM * FN_ROWS // tiling.threads)
-                    for t, j in T.Parallel(BM, FN_ROWS):
-                        acc[t, j] += part[t, j]
-                    if not tiling.async_mma:
-                        if not rs:
-                            load_x(xs, xf)
-                        step_values(xf, sq, pm, collapsed, row0, d0)
+            for kd in T.Pipelined(steps, num_stages=min(tiling.stages, steps)):
+                step = ks * steps + kd
+                d0 = step * BD
+                for i in T.unroll(hc):
+                    T.copy(x[row0:row0 + BM, i, d0:d0 + BD], xs[:, i * BD:(i + 1) * BD])
+                T.copy(fnp[step, 0, 0], fs)
+                products(xs, fs, part)
+                if tiling.async_mma:
+                    step_values(xs, sq, pm, collapsed, row0, d0)
+                    T.wait_wgmma(0)
+                    # keep nvcc from reading the accumulators before the wait
+                    T.warpgroup_fence_operand(part, num_regs=BM * FN_ROWS // tiling.threads)
+                for t, j in T.Parallel(BM, FN_ROWS):
+                    acc[t, j] += part[t, j]
+                if not tiling.async_mma:
+                    step_values(xs, sq, pm, collapsed, row0, d0)
             sqs = T.alloc_fragment((BM,), f32)
             T.reduce_sum(sq, sqs, dim=1)
             accs = T.alloc_shared((BM, FN_ROWS), f32)

@@ -50,10 +50,6 @@ class ProjTiling:
     stages: int = 2
     threads: int = 128
     async_mma: bool = False  # issue the step's wgmma, do the step's sums of squares and collapse, then wait
-    fn_rows: int = FN_ROWS  # rows of each fn tile loaded per step (72: the 8 zero rows left out of the copy)
-    rs: bool = False  # bfloat16 streams: the products' A operand from registers (the element work's fragments)
-    tma: bool = False  # bfloat16, 2 stages by hand, each filled by TMA on an mbarrier (not cp.async)
-    stagger: int = 1  # blocks start their walk over dim at this many offsets, so fewer read one fn tile at once
 
     def dim_step(self, stream: str) -> int:
         return self.block_dim if stream == "bfloat16" else self.block_dim_f32
