@@ -22,7 +22,7 @@ class TensorRow:
     name: str
     dtype: str
     shape: tuple[int, ...]
-    bytes: int
+    bytes: int  # as stored in the shard file
     shard: str
     offset: int  # of its first byte in the shard file
 

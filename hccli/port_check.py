@@ -50,7 +50,7 @@ class Explanation:
 class PortReport:
     port: str
     golden: str
-    family: str
+    family: str  # the golden file's: "v4" | "v4.1"
     sites: int
     steps_given: tuple[str, ...]
     errors: tuple[StepError, ...]

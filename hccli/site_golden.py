@@ -49,7 +49,7 @@ class SiteGolden:
     path: str
     params: SiteParams
     sites: tuple[GoldenSite, ...]
-    n_layers: int
+    n_layers: int  # the model's backbone layers: a site's layer past them is an MTP stage's
     tokens: int
     dim: int
     meta: dict[str, str] = field(default_factory=dict)

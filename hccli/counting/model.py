@@ -17,7 +17,7 @@ class DtypeTotals:
     """Tensors, elements and bytes of one dtype."""
 
     tensors: int
-    elements: int
+    elements: int  # as stored (a packed tensor's stored elements; its logical parameters are counted apart)
     bytes: int
 
 

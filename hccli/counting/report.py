@@ -66,7 +66,7 @@ class TextPathRow:
 
     sites: int
     hc_params: int
-    head_mix_params: int
+    head_mix_params: int  # of hc_params, those of V4's head mix (0 in V4.1, which has none)
 
 
 @dataclass(frozen=True, slots=True)
