@@ -57,8 +57,9 @@ def documents(tree: Path, ck: Path) -> dict[str, str]:
 
 
 def keys(o: object, at: str = "") -> set[str]:
+    """Every key path in a document (a list's by its first item)."""
     if isinstance(o, dict):
-        return {k for key, v in o.items() for k in {f"{at}/{key}"} | keys(v, f"{at}/{key}")}
+        return set().union(*({f"{at}/{k}"} | keys(v, f"{at}/{k}") for k, v in o.items()))
     if isinstance(o, list) and o:
         return keys(o[0], at + "[]")
     return set()

@@ -14,9 +14,8 @@ from hccli.kernels import site_pre as P, tl_build  # noqa: E402
 from hccli.kernels.site_proj import make_proj  # noqa: E402
 from hccli.kernels.site_tl import DEFAULT_PROJ  # noqa: E402
 
-t = DEFAULT_PROJ
 n, D, dev = 8192, 5120, "cuda"
-k = tl_build.jit(make_proj, P._configs, (D, "bfloat16", True, 1, t, (20, 1e-6, 1e-20)))
+k = tl_build.jit(make_proj, P._configs, (D, "bfloat16", True, 1, DEFAULT_PROJ, (20, 1e-6, 1e-20)))
 parts = P.pack_fn(torch.randn(24, 4 * D, device=dev) / (4 * D) ** 0.5, D, "bfloat16").data
 x, pm = torch.randn(n, 4, D, device=dev).bfloat16(), torch.rand(n, 4, device=dev)
 col = torch.empty(n, D, device=dev, dtype=torch.bfloat16)
