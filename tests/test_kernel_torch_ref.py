@@ -295,3 +295,27 @@ def test_missing_tilelang_is_reported(monkeypatch):
         assert "does not import" in registry.resolve_impl("auto").reason
         with pytest.raises(HcError, match=r"tilelang.*pip install 'hccli\[kernel\]'"):
             registry.resolve_impl("tilelang")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_cpu_reference_makes_mkls_first_exp_a_small_one(dtype, monkeypatch):
+    # torch_ref.mkl_exp_ready: MKL's VML picks its exp kernel on the first call, and a first call
+    # split over threads can take a low-accuracy kernel for one chunk (pytorch/pytorch#188792; seen
+    # here as `hc run-kernel --compare` of a file saved a moment earlier failing now and then), so
+    # the reference warms exp of its dtype first, once per process
+    from hccli.kernels import torch_ref
+
+    seen = []
+    real = torch.exp
+
+    def exp(t, *args, **kwargs):
+        seen.append(int(t.numel()))
+        return real(t, *args, **kwargs)
+
+    torch_ref.mkl_exp_ready.cache_clear()
+    monkeypatch.setattr(torch, "exp", exp)
+    mixes = torch.zeros(4096, mix_width(4), dtype=getattr(torch, dtype))
+    hc_split_sinkhorn_torch(mixes, torch.ones(3), torch.zeros(mix_width(4)), 4, 3, 1e-6)
+    hc_split_sinkhorn_torch(mixes, torch.ones(3), torch.zeros(mix_width(4)), 4, 3, 1e-6)
+    assert seen == [16]  # one small exp before the first call's large ones, none before the second
+    assert torch_ref.mkl_exp_ready.cache_info().currsize == 1

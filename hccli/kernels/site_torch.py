@@ -16,6 +16,7 @@ import numpy as np
 
 from hccli.errors import HcError
 from hccli.floats import round_to
+from hccli.kernels.torch_ref import mkl_exp_ready
 from hccli.site import REFERENCE, SiteInputs, SiteParams, Variant, forward as ref_program  # noqa: F401
 
 
@@ -51,6 +52,8 @@ def torch_forward(impl: str, device: str | None, hc_mult: int) -> tuple[Callable
             mixes = (operand @ t(round_to(inp.fn, fmt)).T) * r[:, None]
             if inp.site == "head":
                 z = mixes * t(inp.scale)[0] + t(inp.base)
+                if z.device.type == "cpu":
+                    mkl_exp_ready(z.dtype)
                 pre = 1.0 / (1.0 + torch.exp(-z)) + params.hc_eps
                 post = comb = None
             else:

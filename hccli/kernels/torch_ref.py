@@ -22,6 +22,7 @@ torch is imported inside the functions: importing this module costs nothing.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from hccli.errors import HcError
@@ -89,6 +90,8 @@ def hc_split_sinkhorn_torch(
     hc_base = as_float_tensor(hc_base, "hc_base", dtype=mixes.dtype, device=mixes.device)
     check_shapes(mixes, hc_scale, hc_base, hc_mult)
 
+    if mixes.device.type == "cpu":
+        mkl_exp_ready(mixes.dtype)
     hc = hc_mult
     pre = _sigmoid(mixes[..., :hc] * hc_scale[0] + hc_base[:hc]) + eps
     post = 2 * _sigmoid(mixes[..., hc : 2 * hc] * hc_scale[1] + hc_base[hc : 2 * hc])
@@ -103,6 +106,20 @@ def hc_split_sinkhorn_torch(
         comb = comb / (comb.sum(dim=-1, keepdim=True) + eps)
         comb = comb / (comb.sum(dim=-2, keepdim=True) + eps)
     return pre, post, comb
+
+
+@functools.lru_cache(maxsize=None)
+def mkl_exp_ready(dtype: Any) -> None:
+    """Make the process's first exp of this dtype a small one, on one thread.
+
+    torch sends contiguous CPU exps to MKL's VML, which picks its kernel on a function's first
+    call; where that first call runs on several of torch's threads at once, one of them may use
+    a low-accuracy kernel for its whole chunk (pytorch/pytorch#188792, oneMKL 2024.2). Here that
+    gave pre off by up to 3.6e-5 in about one process in four (`hc run-kernel --compare` of a
+    file saved a moment earlier failing now and then)."""
+    import torch
+
+    torch.exp(torch.zeros(16, dtype=dtype))
 
 
 def _sigmoid(x: Any) -> Any:
