@@ -25,12 +25,12 @@ from hccli.kernels.site_tl import DEFAULT_PROJ, WIDE_PROJ, ProjTiling  # noqa: E
 
 DIM = 5120
 V41 = (20, 1e-6, 1e-20)
-# Beside the default and the wide blocks: a third stage with the step's wgmma left running over the
-# element work (async_mma; run 11 found its outputs differ from the default's, so its speed does not
-# count). The variants of runs 11-14 (fn tiles without their zero rows, staggered walks over dim, two
-# warp groups on 64 tokens, wgmma RS, stages filled by TMA) are in commit ce62494 (NOTES.md).
-VARIANTS = [ProjTiling(stages=3, async_mma=True)]
-ROUNDS = 2  # every variant timed once a round, in turn, so a drift in the call shows in all of them
+# Beside the default (three stages of x and of fn) and the wide blocks (two of each): the default's
+# 64-token blocks with two stages of each, the depth the projection had (by cp.async) before run 16.
+# The variants of runs 11-14 are in commit ce62494, those of run 16 in
+# results/2026-12-02-r16-hand-stages.patch against it (NOTES.md).
+VARIANTS = [ProjTiling(x_stages=2, fn_stages=2)]
+ROUNDS = 3  # every variant timed once a round, in turn, so a drift in the call shows in all of them
 OUTPUTS = ("mixes", "pre", "post", "comb", "collapsed")
 
 

@@ -221,9 +221,12 @@ def test_site_projection_compiles_to_an_sm90_cubin(tilelang, dim, stream, collap
     src = _site_cubin(build_kernel("proj", dim, stream, collapse, splits, t, op), "site_pre_proj")
     # one warp group per 64 tokens of the block
     assert f"__launch_bounds__({t.threads}, 1)" in src and t.threads == 2 * t.block_tokens
-    # the tensor cores (one m64n80k16 wgmma per 16 features of the step), fed by asynchronous copies
+    # the tensor cores (one m64n80k16 wgmma per 16 features of the step), fed by TMA into the tiling's
+    # rings of x and fn tiles, one mbarrier a tile; bfloat16: the wgmma waited for after the element work
     wgmma = "wgmma_ss<tl::DataType::kBFloat16, tl::DataType::kBFloat16, tl::DataType::kFloat32, 64, 80, 16"
-    assert wgmma in src and "cp_async_gs" in src
+    assert wgmma in src and "tl::tma_load(x_desc" in src and "tl::tma_load(fnp_desc" in src
+    assert f"uint64_t xbar_mem[{t.x_stages}];" in src and f"uint64_t fbar_mem[{t.fn_stages}];" in src
+    assert ("tl::wait_wgmma<0>();" in src) == (stream == "bfloat16") and "cp_async" not in src
     # float32 streams: three bfloat16 parts, three products per step
     assert src.count(wgmma) >= (3 if stream == "float32" else 1)
     # the collapse with the pre mix from shared memory: every product and sum rounded on its own, as the

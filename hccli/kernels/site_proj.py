@@ -6,6 +6,14 @@ the tensor cores (wgmma), and, from the same tile, each token's sum of squares a
 (V4.1's delayed hand-off, where the pre mix is an input) the collapse of those
 features, written at once.
 
+The stages are kept by hand: x and fn each in a ring of tiles (ProjTiling.x_stages,
+fn_stages), each tile filled by TMA on its own mbarrier, step k + stages - 1 loaded at
+step k. At 8,192 tokens (one wave of 64-token blocks) the fn tiles from L2 and the x
+tiles from memory arrive late with one step's warning and in time with two: three
+stages of each ran 4-6% faster than two (benchmarks/NOTES.md, run 16). With
+bfloat16 streams the step's wgmma runs while the same tile's element work is done
+from registers.
+
 fn comes pre-split into three bfloat16 parts, f = f1 + f2 + f3 exactly
 (site_pre.pack_fn), as 80 rows (24 per part, 8 of zeros: wgmma takes N = 80 as
 one instruction, 72 as nine). bfloat16 streams are exact in bfloat16, so every
@@ -53,22 +61,34 @@ def make_proj(dim: int, stream: str, collapse: bool, splits: int, tiling: ProjTi
     if (op is not None) != (splits == 1):
         raise HcError("the projection finishes its tokens itself exactly when it has one split")
     steps = nd // splits
+    XS, FS = tiling.x_stages, tiling.fn_stages
+    if min(XS, FS) < 2:
+        raise HcError("the projection needs at least two stages of x and of fn (one filled while one is read)")
     is_f32 = stream == f32
     finish = S.finish_macro(hc, dim, *op) if op is not None else None
     tokens = T.dynamic("tokens")
     full_row = T.GemmWarpPolicy.FullRow
 
     @T.macro
-    def step_values(xs: Any, sq: Any, pm: Any, collapsed: Any, row0: Any, d0: Any) -> None:
-        """Each token's sum of squares and (collapse) its collapsed features, from the tile in shared memory."""
-        x0 = T.alloc_fragment((BM, BD), stream)
-        x1 = T.alloc_fragment((BM, BD), stream)
-        x2 = T.alloc_fragment((BM, BD), stream)
-        x3 = T.alloc_fragment((BM, BD), stream)
-        T.copy(xs[:, 0:BD], x0)
-        T.copy(xs[:, BD:2 * BD], x1)
-        T.copy(xs[:, 2 * BD:3 * BD], x2)
-        T.copy(xs[:, 3 * BD:4 * BD], x3)
+    def load_x(x: Any, xs: Any, xbar: Any, row0: Any, st: Any, step: Any) -> None:
+        """Step `step`'s x tile into stage st by TMA: one box per stream (zeros past the last token)."""
+        for i in T.unroll(hc):
+            if is_f32:  # each stream's tile on its own: a float32 box of 64-byte rows lands whole
+                T.tma_copy(x[row0:row0 + BM, i, step * BD:(step + 1) * BD], xs[st, i, :, :], barrier=xbar[st])
+            else:  # the streams side by side, as the products' A operand
+                T.tma_copy(x[row0:row0 + BM, i, step * BD:(step + 1) * BD], xs[st, :, i * BD:(i + 1) * BD],
+                           barrier=xbar[st])
+        T.barrier_arrive(xbar[st])  # tma_copy adds the bytes to wait for; the phase also needs the arrivals
+
+    @T.macro
+    def load_fn(fnp: Any, fs: Any, fbar: Any, st: Any, step: Any) -> None:
+        T.tma_copy(fnp[step, 0:FN_ROWS, 0:KC], fs[st, :, :], barrier=fbar[st])
+        T.barrier_arrive(fbar[st])
+
+    @T.macro
+    def step_values(xf: Any, sq: Any, pm: Any, collapsed: Any, row0: Any, d0: Any) -> None:
+        """Each token's sum of squares and (collapse) its collapsed features, from the tile's fragments."""
+        x0, x1, x2, x3 = xf  # unpacked: a macro traces its loops, and a tuple takes no traced index
         if collapse:
             hf = T.alloc_fragment((BM, BD), stream)
         for t, d in T.Parallel(BM, BD):
@@ -84,62 +104,84 @@ def make_proj(dim: int, stream: str, collapse: bool, splits: int, tiling: ProjTi
         if collapse:
             T.copy(hf, collapsed[row0, d0])
 
-    gemm = T.wgmma_gemm if tiling.async_mma else T.gemm
-
     @T.macro
-    def products(xs: Any, fs: Any, part: Any) -> None:
-        """This step's products, from zero, into part (async_mma: issued, not waited for)."""
+    def step(xs: Any, fs: Any, sx: Any, sf: Any, acc: Any, part: Any, sq: Any, pm: Any, collapsed: Any,
+             row0: Any, d0: Any) -> None:
+        """One step from stages sx (x) and sf (fn): the products, from zero, added to acc; the element work."""
+        xf = (T.alloc_fragment((BM, BD), stream), T.alloc_fragment((BM, BD), stream),
+              T.alloc_fragment((BM, BD), stream), T.alloc_fragment((BM, BD), stream))
         if is_f32:
             # x = x1 + x2 + x3 exactly in bfloat16 parts; nine products (the three smallest are below
             # float32's reach and harmless)
+            T.copy(xs[sx, 0, :, :], xf[0])
+            T.copy(xs[sx, 1, :, :], xf[1])
+            T.copy(xs[sx, 2, :, :], xf[2])
+            T.copy(xs[sx, 3, :, :], xf[3])
             h1 = T.alloc_shared((BM, KC), bf16)
             h2 = T.alloc_shared((BM, KC), bf16)
             h3 = T.alloc_shared((BM, KC), bf16)
             for t, c in T.Parallel(BM, KC):
-                v = xs[t, c]
+                v = xs[sx, c // BD, t, c % BD]
                 a = T.cast(v, bf16)
                 r = v - T.cast(a, f32)
                 b = T.cast(r, bf16)
                 h1[t, c] = a
                 h2[t, c] = b
                 h3[t, c] = T.cast(r - T.cast(b, f32), bf16)
-            gemm(h1, fs, part, transpose_B=True, clear_accum=True, policy=full_row)
-            gemm(h2, fs, part, transpose_B=True, policy=full_row)
-            gemm(h3, fs, part, transpose_B=True, policy=full_row)
+            T.gemm(h1, fs[sf, :, :], part, transpose_B=True, clear_accum=True, policy=full_row)
+            T.gemm(h2, fs[sf, :, :], part, transpose_B=True, policy=full_row)
+            T.gemm(h3, fs[sf, :, :], part, transpose_B=True, policy=full_row)
+            for t, j in T.Parallel(BM, FN_ROWS):
+                acc[t, j] += part[t, j]
+            step_values(xf, sq, pm, collapsed, row0, d0)
         else:
-            gemm(xs, fs, part, transpose_B=True, clear_accum=True, policy=full_row)
+            # the tile into registers, the products issued, the element work while the tensor cores run
+            T.copy(xs[sx, :, 0:BD], xf[0])
+            T.copy(xs[sx, :, BD:2 * BD], xf[1])
+            T.copy(xs[sx, :, 2 * BD:3 * BD], xf[2])
+            T.copy(xs[sx, :, 3 * BD:4 * BD], xf[3])
+            T.wgmma_gemm(xs[sx, :, :], fs[sf, :, :], part, transpose_B=True, clear_accum=True, policy=full_row)
+            step_values(xf, sq, pm, collapsed, row0, d0)
+            T.wait_wgmma(0)
+            # keep nvcc from reading the accumulators before the wait
+            T.warpgroup_fence_operand(part, num_regs=BM * FN_ROWS // tiling.threads)
+            for t, j in T.Parallel(BM, FN_ROWS):
+                acc[t, j] += part[t, j]
 
     @T.macro
     def body(x: Any, fnp: Any, pre_in: Any, ws: Any, collapsed: Any, scale_t: Any, base_t: Any, mixes_t: Any,
              pre_t: Any, post_t: Any, comb_t: Any) -> None:
         with T.Kernel(T.ceildiv(tokens, BM), splits, threads=tiling.threads) as (bx, ks):
-            xs = T.alloc_shared((BM, KC), stream)
-            fs = T.alloc_shared((FN_ROWS, KC), bf16)
+            if is_f32:
+                xs = T.alloc_shared((XS, hc, BM, BD), stream)
+            else:
+                xs = T.alloc_shared((XS, BM, KC), stream)
+            fs = T.alloc_shared((FS, FN_ROWS, KC), bf16)
+            xbar = T.alloc_barrier([tiling.threads] * XS)
+            fbar = T.alloc_barrier([tiling.threads] * FS)
             acc = T.alloc_fragment((BM, FN_ROWS), f32)
             part = T.alloc_fragment((BM, FN_ROWS), f32)
             sq = T.alloc_fragment((BM, BD), f32)
             pm = T.alloc_shared((BM, hc), f32)
             row0 = bx * BM
+            first = ks * steps
             T.clear(acc)
             T.clear(sq)
             if collapse:
                 T.copy(pre_in[row0, 0], pm)
-            for kd in T.Pipelined(steps, num_stages=min(tiling.stages, steps)):
-                step = ks * steps + kd
-                d0 = step * BD
-                for i in T.unroll(hc):
-                    T.copy(x[row0:row0 + BM, i, d0:d0 + BD], xs[:, i * BD:(i + 1) * BD])
-                T.copy(fnp[step, 0, 0], fs)
-                products(xs, fs, part)
-                if tiling.async_mma:
-                    step_values(xs, sq, pm, collapsed, row0, d0)
-                    T.wait_wgmma(0)
-                    # keep nvcc from reading the accumulators before the wait
-                    T.warpgroup_fence_operand(part, num_regs=BM * FN_ROWS // tiling.threads)
-                for t, j in T.Parallel(BM, FN_ROWS):
-                    acc[t, j] += part[t, j]
-                if not tiling.async_mma:
-                    step_values(xs, sq, pm, collapsed, row0, d0)
+            for j in T.unroll(min(XS - 1, steps)):
+                load_x(x, xs, xbar, row0, j, first + j)
+            for j in T.unroll(min(FS - 1, steps)):
+                load_fn(fnp, fs, fbar, j, first + j)
+            for kd in T.serial(steps):
+                T.sync_threads()  # every thread is done with step kd - 1, whose stages are refilled now
+                if kd + XS - 1 < steps:
+                    load_x(x, xs, xbar, row0, (kd + XS - 1) % XS, first + kd + XS - 1)
+                if kd + FS - 1 < steps:
+                    load_fn(fnp, fs, fbar, (kd + FS - 1) % FS, first + kd + FS - 1)
+                T.mbarrier_wait_parity(xbar[kd % XS], (kd // XS) % 2)
+                T.mbarrier_wait_parity(fbar[kd % FS], (kd // FS) % 2)
+                step(xs, fs, kd % XS, kd % FS, acc, part, sq, pm, collapsed, row0, (first + kd) * BD)
             sqs = T.alloc_fragment((BM,), f32)
             T.reduce_sum(sq, sqs, dim=1)
             accs = T.alloc_shared((BM, FN_ROWS), f32)

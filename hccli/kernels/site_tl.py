@@ -47,9 +47,10 @@ class ProjTiling:
     block_tokens: int = 64
     block_dim: int = 64  # features of each stream per step (bfloat16 streams)
     block_dim_f32: int = 16  # float32 streams: their tile is twice the bytes and is split in three
-    stages: int = 2
+    # tiles of x and of fn in shared memory: each step loads step + stages - 1 (three: two steps ahead)
+    x_stages: int = 3
+    fn_stages: int = 3
     threads: int = 128
-    async_mma: bool = False  # issue the step's wgmma, do the step's sums of squares and collapse, then wait
 
     def dim_step(self, stream: str) -> int:
         return self.block_dim if stream == "bfloat16" else self.block_dim_f32
@@ -59,7 +60,7 @@ DEFAULT_PROJ = ProjTiling()
 # 128-token blocks of two warp groups: each fn tile read from L2 once for twice the tokens (fn is more
 # of a 64-token block's traffic than x). Taken where their tiles alone give every SM a block
 # (site_pre.choose_launch), bfloat16 streams; the same step, so the same packed fn.
-WIDE_PROJ = ProjTiling(block_tokens=128, threads=256)
+WIDE_PROJ = ProjTiling(block_tokens=128, threads=256, x_stages=2, fn_stages=2)  # 64 KB x tiles: two of each fit
 STREAM_CHUNK = 1024  # features per step of the streaming kernels (collapse, write)
 STREAM_THREADS = 128
 FINISH_THREADS = 128
