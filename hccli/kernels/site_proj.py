@@ -9,8 +9,8 @@ features, written at once.
 The stages are kept by hand: x and fn each in a ring of tiles (ProjTiling.x_stages,
 fn_stages), each tile filled by TMA on its own mbarrier, step k + stages - 1 loaded at
 step k. At 8,192 tokens (one wave of 64-token blocks) the fn tiles from L2 and the x
-tiles from memory arrive late with one step's warning and in time with two: three
-stages of each ran 4-6% faster than two (benchmarks/NOTES.md, run 16). With
+tiles from memory arrive late with one step's warning and in time with two, so three
+stages of each (benchmarks/NOTES.md, run 16). With
 bfloat16 streams the step's wgmma runs while the same tile's element work is done
 from registers.
 

@@ -114,9 +114,9 @@ def mkl_exp_ready(dtype: Any) -> None:
 
     torch sends contiguous CPU exps to MKL's VML, which picks its kernel on a function's first
     call; where that first call runs on several of torch's threads at once, one of them may use
-    a low-accuracy kernel for its whole chunk (pytorch/pytorch#188792, oneMKL 2024.2). Here that
-    gave pre off by up to 3.6e-5 in about one process in four (`hc run-kernel --compare` of a
-    file saved a moment earlier failing now and then)."""
+    a low-accuracy kernel for its whole chunk (pytorch/pytorch#188792, oneMKL 2024.2), so that
+    two processes disagree (an `hc run-kernel --compare` of a file saved a moment before failed
+    now and then). A small first call resolves the kernel on one thread."""
     import torch
 
     torch.exp(torch.zeros(16, dtype=dtype))
