@@ -131,8 +131,6 @@ def make_proj(dim: int, stream: str, collapse: bool, splits: int, tiling: ProjTi
             T.gemm(h1, fs[sf, :, :], part, transpose_B=True, clear_accum=True, policy=full_row)
             T.gemm(h2, fs[sf, :, :], part, transpose_B=True, policy=full_row)
             T.gemm(h3, fs[sf, :, :], part, transpose_B=True, policy=full_row)
-            for t, j in T.Parallel(BM, FN_ROWS):
-                acc[t, j] += part[t, j]
             step_values(xf, sq, pm, collapsed, row0, d0)
         else:
             # the tile into registers, the products issued, the element work while the tensor cores run
@@ -145,8 +143,8 @@ def make_proj(dim: int, stream: str, collapse: bool, splits: int, tiling: ProjTi
             T.wait_wgmma(0)
             # keep nvcc from reading the accumulators before the wait
             T.warpgroup_fence_operand(part, num_regs=BM * FN_ROWS // tiling.threads)
-            for t, j in T.Parallel(BM, FN_ROWS):
-                acc[t, j] += part[t, j]
+        for t, j in T.Parallel(BM, FN_ROWS):
+            acc[t, j] += part[t, j]
 
     @T.macro
     def body(x: Any, fnp: Any, pre_in: Any, ws: Any, collapsed: Any, scale_t: Any, base_t: Any, mixes_t: Any,

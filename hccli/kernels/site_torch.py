@@ -52,8 +52,7 @@ def torch_forward(impl: str, device: str | None, hc_mult: int) -> tuple[Callable
             mixes = (operand @ t(round_to(inp.fn, fmt)).T) * r[:, None]
             if inp.site == "head":
                 z = mixes * t(inp.scale)[0] + t(inp.base)
-                if z.device.type == "cpu":
-                    mkl_exp_ready(z.dtype)
+                mkl_exp_ready(z)
                 pre = 1.0 / (1.0 + torch.exp(-z)) + params.hc_eps
                 post = comb = None
             else:

@@ -90,8 +90,7 @@ def hc_split_sinkhorn_torch(
     hc_base = as_float_tensor(hc_base, "hc_base", dtype=mixes.dtype, device=mixes.device)
     check_shapes(mixes, hc_scale, hc_base, hc_mult)
 
-    if mixes.device.type == "cpu":
-        mkl_exp_ready(mixes.dtype)
+    mkl_exp_ready(mixes)
     hc = hc_mult
     pre = _sigmoid(mixes[..., :hc] * hc_scale[0] + hc_base[:hc]) + eps
     post = 2 * _sigmoid(mixes[..., hc : 2 * hc] * hc_scale[1] + hc_base[hc : 2 * hc])
@@ -108,9 +107,16 @@ def hc_split_sinkhorn_torch(
     return pre, post, comb
 
 
+def mkl_exp_ready(t: Any) -> None:
+    """Before an exp of tensor t: where t is on the CPU, make the process's first exp of its dtype a
+    small one, on one thread (_first_exp)."""
+    if t.device.type == "cpu":
+        _first_exp(t.dtype)
+
+
 @functools.lru_cache(maxsize=None)
-def mkl_exp_ready(dtype: Any) -> None:
-    """Make the process's first exp of this dtype a small one, on one thread.
+def _first_exp(dtype: Any) -> None:
+    """One small exp of this dtype, once per process.
 
     torch sends contiguous CPU exps to MKL's VML, which picks its kernel on a function's first
     call; where that first call runs on several of torch's threads at once, one of them may use
