@@ -29,7 +29,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         path = args.path
         if path is None:
-            from hccli.synth import make_checkpoint
+            from hccli.checkpoint.synth import make_checkpoint
 
             path = Path(tmp) / "v41"
             make_checkpoint(None, path, phantom=True)

@@ -46,7 +46,7 @@ def variant_keys(tiling: ProjTiling) -> list[tuple]:
 
 def _time(torch, fn, reps=20, calls=5):
     """Median per-call milliseconds of `reps` samples of `calls` back-to-back calls (hc bench's timer)."""
-    from hccli.kernels.bench import timer
+    from hccli.bench.op import timer
 
     fn(0)
     torch.cuda.synchronize()
@@ -71,7 +71,7 @@ def main() -> int:
     from hccli.kernels import site_pre as P
     from hccli.kernels import site_write as Wr
     from hccli.kernels import tl_build
-    from hccli.kernels.bench import copy_bandwidth
+    from hccli.bench.op import copy_bandwidth
     from hccli.kernels.site_proj import make_proj
 
     dev = "cuda:0"

@@ -8,9 +8,9 @@ import os
 import shutil
 from pathlib import Path
 
-from hccli.checkpoint.header import read_header
+from hccli.checkpoint.safetensors.header import read_header
 from hccli.checkpoint.source import LocalFile
-from hccli.synth import INDEX_NAME, header_bytes, make_checkpoint
+from hccli.checkpoint.synth import INDEX_NAME, header_bytes, make_checkpoint
 
 from conftest import SAMPLES
 
@@ -98,7 +98,7 @@ def snapshot(root: Path) -> dict[str, tuple[int, float, str]]:
 def tree_by_name(entries):
     """The collapsed tree of (name, dtype, shape) entries taken one name at a time: the reference
     for the tree by blocks (inspect_tree.build_tree_columns)."""
-    from hccli.inspect_tree import _Acc
+    from hccli.inspecting.tree import _Acc
 
     acc = _Acc()
     for name, dtype, shape in entries:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[1]
 SAMPLES = ROOT / "sample_configs"
 PUBLISHED = sorted(p for p in SAMPLES.glob("deepseek-*.json"))
 ALL_CONFIGS = sorted(SAMPLES.glob("*.json"))
@@ -38,8 +38,8 @@ class Result:
 def write_sparse_shard(path: Path, entries, pokes=()) -> Path:
     """A shard of (name, dtype, shape) whose data are holes except the (name, offset, bytes)
     poked in: a header may claim gigabytes at the cost of a few KB of disk."""
-    from hccli.checkpoint.header_types import DTYPES
-    from hccli.synth import header_bytes
+    from hccli.checkpoint.safetensors.header_types import DTYPES
+    from hccli.checkpoint.synth import header_bytes
 
     sized = [(n, d, tuple(s), math.prod(s) * DTYPES[d] // 8) for n, d, s in entries]
     head = header_bytes(sized, {"format": "pt"})

@@ -1,5 +1,5 @@
 """Checkpoints for the `hc diff` tests, made by the real producers: `hc
-make-checkpoint` (hccli.synth) for the release layout, transformers'
+make-checkpoint` (hccli.checkpoint.synth) for the release layout, transformers'
 save_pretrained (tests/transformers_fixtures.py), and gguf's GGUFWriter in
 llama.cpp's deepseek4 naming. Derived copies are edited shard by shard, header
 rewritten by synth's own header writer, so every file stays valid safetensors.
@@ -16,10 +16,10 @@ from typing import Callable
 import numpy as np
 from conftest import SAMPLES
 
-from hccli import dialects as D
-from hccli.config.model import load_config
-from hccli.synth import header_bytes, make_checkpoint
-from hccli.vocab import INDEX_NAME
+from hccli.names import dialects as D
+from hccli.model.config.model import load_config
+from hccli.checkpoint.synth import header_bytes, make_checkpoint
+from hccli.base.vocab import INDEX_NAME
 
 TINY = "tiny-v4.hf.json"
 # tensor name -> (dtype, shape, raw bytes)

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from conftest import SAMPLES
 
-from hccli import dialects as D
-from hccli.config.model import load_config
-from hccli.inventory import build_hc_inventory
+from hccli.names import dialects as D
+from hccli.model.config.model import load_config
+from hccli.model.inventory import build_hc_inventory
 
 CFG = load_config(SAMPLES / "tiny-v4.hf.json")
 F16_SITE = "layers.0.hc_attn_fn"

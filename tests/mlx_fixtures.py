@@ -1,5 +1,5 @@
 """Checkpoints made by mlx-lm itself (the real producer), for the dialect tests: a tiny V4.1
-release written by `hc make-checkpoint` (hccli.synth), converted as `mlx_lm.convert` does it
+release written by `hc make-checkpoint` (hccli.checkpoint.synth), converted as `mlx_lm.convert` does it
 (`mlx_lm.utils.load_model`, optionally `quantize_model`, then `save_model` and `save_config`).
 
 The release's config is sample_configs/tiny-v4.1.hf.json without its Engram keys:
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLES
 
-from hccli.synth import make_checkpoint
+from hccli.checkpoint.synth import make_checkpoint
 
 
 def mlx_lm_utils():

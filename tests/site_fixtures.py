@@ -1,5 +1,5 @@
 """Golden site vectors made by `hc run-site --save`, and port files computed from a golden's
-inputs the way a port with a given mistake computes them (site by site, hccli/site.py's
+inputs the way a port with a given mistake computes them (site by site, hccli/ops/site.py's
 forward with a Variant), written with safetensors' own serializer."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 from conftest import run_hc
 from safetensors.numpy import save_file
 
-from hccli import site as S
-from hccli.site_golden import read_golden
+from hccli.ops import site as S
+from hccli.runsite.golden import read_golden
 
 
 def make_golden(source, out: Path, *args) -> Path:

@@ -49,7 +49,7 @@ def test_count_params_imports_nothing_heavy(tmp_path, args):
     assert not heavy, heavy
     assert "rich._emoji_codes" not in mods  # nothing printed by default could hold an emoji code
     # other commands are registered only for --help
-    assert not {"hccli.cli.inspect", "hccli.cli.run_kernel", "hccli.cli.bench"} & mods
+    assert not {"hccli.cli.commands.inspect", "hccli.cli.commands.run_kernel", "hccli.cli.commands.bench"} & mods
 
 
 def test_count_params_json_skips_rich_tables(tmp_path):
@@ -65,7 +65,7 @@ def tiny_ckpt(tmp_path_factory):
 def test_inspect_json_imports_no_numpy_nor_verify_nor_the_layer_plan(tiny_ckpt):
     code = ("import sys; from hccli.cli.app import main; sys.argv = ['hc', 'inspect', sys.argv[1], '--json'];\n"
             "import atexit; atexit.register(lambda: sys.stderr.write(' '.join(sorted(m for m in sys.modules if m in"
-            " ('numpy', 'hccli.checkpoint.verify', 'hccli.inventory', 'hccli.layers', 'torch', 'rich.console')))))"
+            " ('numpy', 'hccli.checkpoint.verify.checks', 'hccli.model.inventory', 'hccli.model.layers', 'torch', 'rich.console')))))"
             "\nmain()")
     r = subprocess.run([sys.executable, "-c", code, str(tiny_ckpt)], capture_output=True, text=True, cwd=ROOT,
                        timeout=120)

@@ -4,7 +4,7 @@ their layers, and reading their values (a few KB, at validated offsets).
 Layers are numbered as in count-params: backbone `layers.L` is L, DSpark/MTP
 stage `mtp.s` is n_layers + s, and the V4 family's root head mix comes last, as
 n_layers + n_stages, named "head". Names are vocab's: a checkpoint in another
-dialect (transformers save, GGUF, ...; dialects.py) is read by canonical name, and
+dialect (transformers save, GGUF, ...; names/dialects.py) is read by canonical name, and
 its values come back as float32 in the release's layout whatever they are stored in.
 """
 
@@ -16,14 +16,14 @@ from itertools import chain, compress, repeat
 from operator import contains
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from hccli import dialects as D
-from hccli.bounded import one_line
-from hccli.checkpoint.header_types import TensorInfo
+from hccli.names import dialects as D
+from hccli.base.bounded import one_line
+from hccli.checkpoint.safetensors.header_types import TensorInfo
 from hccli.checkpoint.shardset import Checkpoint, HcSiteTensors, Shard
 from hccli.checkpoint.source import ByteSource
-from hccli.config.bounds import MAX_LAYERS, MAX_STAGES
-from hccli.errors import HcError
-from hccli.vocab import (
+from hccli.model.config.bounds import MAX_LAYERS, MAX_STAGES
+from hccli.base.errors import HcError
+from hccli.base.vocab import (
     BACKBONE,
     DEFAULT_HC_EPS,
     DEFAULT_SINKHORN_ITERS,
@@ -40,8 +40,8 @@ from hccli.vocab import (
 if TYPE_CHECKING:  # numpy is imported where values are decoded: `inspect --json` never needs it
     import numpy as np
 
-    from hccli.checkpoint.gguf_meta import GgufModel
-    from hccli.config.model import ModelConfig
+    from hccli.checkpoint.gguf.settings import GgufModel
+    from hccli.model.config.model import ModelConfig
 
 
 # The most bytes a site's base (or scale) can have: (2 + hc) * hc F32 values at the bound.
@@ -68,7 +68,7 @@ def detect(shards: list[Shard], names: list[str], raw_config: dict | None, quant
 def second_spellings(ckpt: Checkpoint) -> list[tuple[str, str, str]]:
     """dialect_spellings.second_spellings of the checkpoint's names in its dialect: pairs of names that
     spell one tensor, which verify reports and diff refuses to compare."""
-    from hccli.dialect_spellings import second_spellings as spellings
+    from hccli.names.spellings import second_spellings as spellings
 
     return spellings(ckpt.all_names(), ckpt.dialect.dialect)
 
@@ -85,14 +85,14 @@ def gguf_settings(ckpt: Checkpoint) -> dict:
 
 
 def _gguf_settings(shards: list[Shard]) -> dict:
-    from hccli.checkpoint.gguf_store import gguf_kv, settings
+    from hccli.checkpoint.gguf.store import gguf_kv, settings
 
     return settings(gguf_kv(shards))
 
 
 def gguf_architecture(ckpt: Checkpoint) -> str:
     """A GGUF's general.architecture ("" where it has none, or is no GGUF)."""
-    from hccli.checkpoint.gguf_store import gguf_kv
+    from hccli.checkpoint.gguf.store import gguf_kv
 
     arch = gguf_kv(ckpt.shards).get("general.architecture")
     return arch if isinstance(arch, str) else ""
@@ -105,8 +105,8 @@ def gguf_model(ckpt: Checkpoint) -> GgufModel | None:
 
 
 def _gguf_model(shards: list[Shard]) -> GgufModel | None:
-    from hccli.checkpoint.gguf_meta import read_model
-    from hccli.checkpoint.gguf_store import GgufHeader, settings
+    from hccli.checkpoint.gguf.settings import read_model
+    from hccli.checkpoint.gguf.store import GgufHeader, settings
 
     shard = next((s for s in shards if isinstance(s.header, GgufHeader)), None)
     if shard is None:  # llama.cpp's names in a safetensors file: no metadata
@@ -259,7 +259,7 @@ def read_part(ckpt: Checkpoint, site: HcSiteTensors, part: str) -> np.ndarray:
 
     with ckpt.source(shard) as src:
         if gguf and info.dtype != "F32":
-            from hccli.checkpoint.gguf_store import dequantize
+            from hccli.checkpoint.gguf.store import dequantize
             from hccli.checkpoint.values import read_tensor_bytes
 
             raw = read_tensor_bytes(src, shard.header, info.name)
@@ -302,7 +302,7 @@ def value_chunks(ckpt: Checkpoint, shard: Shard, info: TensorInfo, chunk_element
     size is looked at without holding it: decoded by values.py, or a GGML quant's whole blocks
     dequantised a slice at a time; None for a type decoded nowhere. wrap: around the source
     (a counter of the bytes read)."""
-    from hccli.checkpoint.header_types import DTYPES
+    from hccli.checkpoint.safetensors.header_types import DTYPES
     from hccli.checkpoint.values import READABLE_DTYPES, iter_tensor_bytes, iter_tensor_chunks
 
     import numpy as np
@@ -321,7 +321,7 @@ def value_chunks(ckpt: Checkpoint, shard: Shard, info: TensorInfo, chunk_element
         return None
 
     def blocks() -> Iterator[np.ndarray]:
-        from hccli.checkpoint.gguf_store import dequantize, quant_block
+        from hccli.checkpoint.gguf.store import dequantize, quant_block
 
         values, size = quant_block(info.dtype)
         where = f"{shard.path}: tensor '{one_line(info.name)}'"
@@ -390,7 +390,7 @@ def select_site(ckpt: Checkpoint, layer: int, site: str) -> HcSiteTensors:
     for s in sites:
         if s.layer == layer and s.site == site:
             return s
-    from hccli.layers import format_ranges  # (the layer plan's module: loaded for this message only)
+    from hccli.model.layers import format_ranges  # (the layer plan's module: loaded for this message only)
 
     have = sorted({s.layer for s in sites if s.site == site})
     shown = format_ranges(have) if have else "none"

@@ -12,10 +12,10 @@ import re
 from pathlib import Path
 from typing import Any, Callable
 
-from hccli.bounded import one_line, read_json
+from hccli.base.bounded import one_line, read_json
 from hccli.checkpoint.shardset import Index
 from hccli.checkpoint.store import MAX_SHARDS
-from hccli.errors import HcError
+from hccli.base.errors import HcError
 
 _EXPECTED = "a safetensors index"
 

@@ -14,16 +14,16 @@ import threading
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
-from hccli.bounded import one_line
+from hccli.base.bounded import one_line
 from hccli.checkpoint.hc import detect, find_sites
-from hccli.checkpoint.header import gc_paused
+from hccli.checkpoint.safetensors.header import gc_paused
 from hccli.checkpoint.index import parse_index
 from hccli.checkpoint.shardset import Checkpoint, Index, Shard, first_occurrences, names_unique
 from hccli.checkpoint.store import CONFIG_CAP, MAX_SHARDS, open_store, read_index_bytes
 from hccli.checkpoint.store_protocol import Store
-from hccli.config.model import ConfigUnusable, ModelConfig, load_config_data, read_checkpoint_config
-from hccli.errors import HcError
-from hccli.vocab import INDEX_NAME
+from hccli.model.config.model import ConfigUnusable, ModelConfig, load_config_data, read_checkpoint_config
+from hccli.base.errors import HcError
+from hccli.base.vocab import INDEX_NAME
 
 # transformers' and the releases' shard names: model-00003-of-00014.safetensors; ASCII digits only
 # (`\d` and int() would read a fullwidth "００００１" as shard 1, standing in for the real one)
@@ -46,7 +46,7 @@ def open_checkpoint(
     if kind == "file":
         names: list[tuple[str, bool]] = [(entry, False)]
         if entry.endswith(".gguf"):  # with the rest of its split set
-            from hccli.checkpoint.gguf_store import gguf_parts
+            from hccli.checkpoint.gguf.store import gguf_parts
 
             found, missing = gguf_parts(store.files(), entry, one_line(label), store)
             names = [(f, False) for f in found]
@@ -72,7 +72,7 @@ def open_checkpoint(
         partial = sorted(f for f in listing if f.endswith(".partial"))
         gguf = None
         if index is None and not others and any(f.endswith(".gguf") for f in listing):
-            from hccli.checkpoint import gguf_store as gguf  # its import only where a GGUF may be
+            from hccli.checkpoint.gguf import store as gguf  # its import only where a GGUF may be
         if gguf is not None and gguf.holds_gguf(listing):
             found, missing = gguf.gguf_parts(listing, None, one_line(label), store)
             names = [(f, False) for f in found]

@@ -13,13 +13,13 @@ from itertools import chain, repeat
 from pathlib import Path
 from typing import Any
 
-from hccli.checkpoint.header import gc_paused
-from hccli.checkpoint.header_types import Header, TensorInfo
+from hccli.checkpoint.safetensors.header import gc_paused
+from hccli.checkpoint.safetensors.header_types import Header, TensorInfo
 from hccli.checkpoint.source import ByteSource
 from hccli.checkpoint.store_protocol import Store
-from hccli.config.model import ConfigUnusable, ModelConfig
-from hccli.dialects import Detection
-from hccli.vocab import hc_tensor_name
+from hccli.model.config.model import ConfigUnusable, ModelConfig
+from hccli.names.dialects import Detection
+from hccli.base.vocab import hc_tensor_name
 
 
 @dataclass(frozen=True, slots=True)

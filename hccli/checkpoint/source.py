@@ -12,7 +12,7 @@ import stat
 from abc import ABC, abstractmethod
 from pathlib import Path
 
-from hccli.bounded import OPEN_FLAGS, SourceError, file_kind, one_line
+from hccli.base.bounded import OPEN_FLAGS, SourceError, file_kind, one_line
 
 
 class ByteSource(ABC):

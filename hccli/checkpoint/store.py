@@ -8,14 +8,14 @@ import os
 from pathlib import Path
 from typing import NamedTuple
 
-from hccli.bounded import SourceError, one_line, read_small_file
+from hccli.base.bounded import SourceError, one_line, read_small_file
 from hccli.checkpoint.source import ByteSource, LocalFile
 from hccli.checkpoint.store_protocol import Store
-from hccli.config.keys import HUB_KEYS
-from hccli.errors import HcError
-from hccli.config.read import MAX_CONFIG_BYTES
-from hccli.errors import HcError
-from hccli.vocab import INDEX_NAME
+from hccli.model.config.keys import HUB_KEYS
+from hccli.base.errors import HcError
+from hccli.model.config.read import MAX_CONFIG_BYTES
+from hccli.base.errors import HcError
+from hccli.base.vocab import INDEX_NAME
 
 # Files read whole: the index of the largest public checkpoints is ~10 MB, a config ~10 KB.
 INDEX_CAP = 64 * 1024 * 1024
@@ -65,7 +65,7 @@ def open_store(text: str) -> Opened:
     A local path wins; a name that exists nowhere locally is tried on the hub only when it
     reads as org/name, and then the error says both."""
     if text.startswith("hf://"):
-        from hccli.checkpoint.remote import open_hub, parse_repo_spec
+        from hccli.checkpoint.remote.hub import open_hub, parse_repo_spec
 
         hub = open_hub(parse_repo_spec(text, bare_allowed=True))  # type: ignore[arg-type]
         return Opened(hub, "hub", INDEX_NAME, hub.label)
@@ -74,7 +74,7 @@ def open_store(text: str) -> Opened:
         if p.is_dir():
             return Opened(LocalStore(p), "directory", INDEX_NAME, text)
         return Opened(LocalStore(p.parent), "index" if p.suffix == ".json" else "file", p.name, text)
-    from hccli.checkpoint.remote import open_hub, parse_repo_spec
+    from hccli.checkpoint.remote.hub import open_hub, parse_repo_spec
 
     nowhere = f"{one_line(text)}: no local file or directory of that name exists"
     ref = parse_repo_spec(text, bare_allowed=True)

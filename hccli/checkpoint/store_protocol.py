@@ -12,8 +12,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
-from hccli.checkpoint.header import read_header
-from hccli.checkpoint.header_types import Header
+from hccli.checkpoint.safetensors.header import read_header
+from hccli.checkpoint.safetensors.header_types import Header
 from hccli.checkpoint.source import ByteSource
 
 
@@ -49,7 +49,7 @@ class Store(ABC):
         """One safetensors (or GGUF) file's header (never its data)."""
         with self.source(name) as src:
             if name.endswith(".gguf"):
-                from hccli.checkpoint.gguf_store import read_gguf_header
+                from hccli.checkpoint.gguf.store import read_gguf_header
 
                 return read_gguf_header(src)
             return read_header(src)

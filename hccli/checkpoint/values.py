@@ -13,10 +13,10 @@ from __future__ import annotations
 from functools import cache
 from typing import TYPE_CHECKING, Iterator
 
-from hccli.bounded import one_line
-from hccli.checkpoint.header_types import DTYPES, Header, TensorInfo, quote
+from hccli.base.bounded import one_line
+from hccli.checkpoint.safetensors.header_types import DTYPES, Header, TensorInfo, quote
 from hccli.checkpoint.source import ByteSource
-from hccli.errors import HcError
+from hccli.base.errors import HcError
 
 if TYPE_CHECKING:
     import numpy as np

@@ -23,8 +23,8 @@ import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from hccli import __version__
-from hccli.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, HcError
-from hccli.interrupts import stop_once
+from hccli.base.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, HcError
+from hccli.base.interrupts import stop_once
 
 if _gc_on:
     gc.enable()  # a library user's (or a test's) process keeps its GC
@@ -157,7 +157,7 @@ def register(names=None) -> typer.Typer:
     try:
         for name in names or COMMANDS:
             if name not in _registered:
-                importlib.import_module(f"hccli.cli.{COMMANDS[name]}")
+                importlib.import_module(f"hccli.cli.commands.{COMMANDS[name]}")
                 _registered.add(name)
     finally:
         if gc_on:

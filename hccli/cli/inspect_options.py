@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from hccli.cli.specs import parse_layers
-from hccli.errors import HcError
+from hccli.base.errors import HcError
 
 def _layers(flag: str):
     # the one layer-spec parser of every command; the core checks the numbers against the checkpoint
@@ -17,7 +17,7 @@ def _layers(flag: str):
 
 
 def parse_dtype(spec: str) -> str:
-    from hccli.checkpoint.header_types import DTYPES  # at parse time: the registry of all commands stays light
+    from hccli.checkpoint.safetensors.header_types import DTYPES  # at parse time: the registry of all commands stays light
 
     dtype = spec.strip().upper()
     if dtype not in DTYPES:

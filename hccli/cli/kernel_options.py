@@ -14,10 +14,10 @@ from typing import Annotated, Any, List, Optional
 import typer
 
 from hccli.cli.specs import parse_layers
-from hccli.errors import HcError
-from hccli.kernels.limits import MAX_HC_MULT, MAX_SINKHORN_ITERS
+from hccli.base.errors import HcError
+from hccli.base.limits import MAX_HC_MULT, MAX_SINKHORN_ITERS
 from hccli.kernels.registry import IMPL_NAMES, TABLE, canonical
-from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
+from hccli.base.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
 
 
 def _impl(value: str) -> str:
@@ -54,7 +54,7 @@ def _eps(value: Optional[float]) -> Optional[float]:
 def _input_file(flag: str):
     def check(value: Optional[Path]) -> Optional[Path]:
         if value is not None:
-            from hccli.kernels.files import regular_file
+            from hccli.runkernel.files import regular_file
 
             try:
                 regular_file(value)

@@ -41,7 +41,7 @@ def check_plot(value: Path, flag: str = "--plot", forbidden_dir: Optional[object
     """The plot file can be written (extension, matplotlib, folder, not in forbidden_dir, a
     checkpoint), or an HcError naming the flag. Commands call it before their work; the
     option's callback already has, without the checkpoint."""
-    from hccli.errors import HcError
+    from hccli.base.errors import HcError
     from hccli.plot import check_target, clean_text  # numpy and matplotlib load only when a plot is asked for
 
     try:

@@ -15,7 +15,7 @@ import sys
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-from hccli.jsonable import to_jsonable  # noqa: F401 - the output layer's one converter, re-exported
+from hccli.base.jsonable import to_jsonable  # noqa: F401 - the output layer's one converter, re-exported
 
 if TYPE_CHECKING:  # rich loads with the first console: `--json` output never needs one
     from rich.console import Console

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from hccli.config.bounds import MAX_LAYERS, MAX_STAGES
-from hccli.errors import HcError
+from hccli.model.config.bounds import MAX_LAYERS, MAX_STAGES
+from hccli.base.errors import HcError
 
 # the largest layer number any accepted config has: its stages' last, and the head mix after it
 MAX_LAYER_NUMBER = MAX_LAYERS + MAX_STAGES

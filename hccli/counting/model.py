@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from hccli.inventory_types import COMPONENTS, Inventory, TensorSpec
-from hccli.jsonable import OMIT_IF_NONE
+from hccli.model.inventory_types import COMPONENTS, Inventory, TensorSpec
+from hccli.base.jsonable import OMIT_IF_NONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,7 +99,7 @@ def model_totals(inv: Inventory, family: str = "") -> ModelTotals:
             stage += lp
     tf = None
     if family == "v4":
-        from hccli.config.hf import transformers_params
+        from hccli.model.config.hf import transformers_params
 
         tf = transformers_params(inv.tensors)
     return ModelTotals(

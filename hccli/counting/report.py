@@ -1,6 +1,6 @@
 """The count-params report: typed rows assembled from config, plan, inventory and
-accounting. Its JSON is the rows' fields (hccli.jsonable); the tables are drawn
-from the same rows in cli/render_count.py."""
+accounting. Its JSON is the rows' fields (hccli.base.jsonable); the tables are drawn
+from the same rows in cli/render/count.py."""
 
 from __future__ import annotations
 
@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hccli.counting import sites as acc
-from hccli.config.model import ModelConfig, load_config
-from hccli.errors import HcError
-from hccli.jsonable import OMIT_IF_NONE
-from hccli.layers import LayerPlan, plan_layers
-from hccli.vocab import HC_SITES
+from hccli.model.config.model import ModelConfig, load_config
+from hccli.base.errors import HcError
+from hccli.base.jsonable import OMIT_IF_NONE
+from hccli.model.layers import LayerPlan, plan_layers
+from hccli.base.vocab import HC_SITES
 
 if TYPE_CHECKING:
     from hccli.counting.model import ModelTotals
@@ -176,7 +176,7 @@ def build_report(
                       "(the head mix has pre and fn only)")
     totals = None
     if model:
-        from hccli.inventory import build_inventory
+        from hccli.model.inventory import build_inventory
         from hccli.counting.model import model_totals
 
         totals = model_totals(build_inventory(cfg, plan), cfg.family)

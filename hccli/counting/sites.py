@@ -15,16 +15,16 @@ from collections import defaultdict
 from collections.abc import Collection
 from dataclasses import dataclass, field
 
-from hccli.config.model import ModelConfig
-from hccli.errors import HcError
-from hccli.inventory import build_hc_inventory
-from hccli.inventory_types import TensorSpec
-from hccli.jsonable import NOT_IN_JSON
-from hccli.layers import LayerPlan, format_ranges
-from hccli.vocab import HC_SITES, hc_tensor_name, parse_hc_name
+from hccli.model.config.model import ModelConfig
+from hccli.base.errors import HcError
+from hccli.model.inventory import build_hc_inventory
+from hccli.model.inventory_types import TensorSpec
+from hccli.base.jsonable import NOT_IN_JSON
+from hccli.model.layers import LayerPlan, format_ranges
+from hccli.base.vocab import HC_SITES, hc_tensor_name, parse_hc_name
 
 HC_COMPONENTS = ("pre", "post", "comb", "fn")
-# what a layer can be selected by: its attention role, and the tags beside it (layers.py)
+# what a layer can be selected by: its attention role, and the tags beside it (model/layers.py)
 ROLES = ("window", "source", "reuse", "reindex", "compressed", "engram", "hash", "stage")
 
 

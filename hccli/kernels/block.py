@@ -21,10 +21,10 @@ from __future__ import annotations
 from typing import Any
 
 from hccli.kernels.torch_ref import hc_split_sinkhorn_torch as ref_program  # noqa: F401 - what it is tested against
-from hccli.errors import HcError
+from hccli.base.errors import HcError
 from hccli.kernels import tl_build
 from hccli.kernels.torch_ref import check_op_params
-from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS, mix_width
+from hccli.base.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS, mix_width
 
 # One block of 64 threads per token, as in the published kernel: the summation order
 # of the reduces follows from this number (see the module docstring).

@@ -25,7 +25,7 @@ from typing import Any
 from hccli.kernels.block import hc_split_sinkhorn_block as ref_program  # noqa: F401 - what it is tested against
 from hccli.kernels import token_launch
 from hccli.kernels.token_kernels import EXACT_HC, shared_reciprocal_is_exact  # noqa: F401 - part of the kernel's story
-from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
+from hccli.base.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
 
 NAME = "exact"
 SUPPORTED_HC, check_supported, timing = token_launch.registered(NAME)

@@ -13,7 +13,7 @@ from typing import Any
 
 from hccli.kernels.torch_ref import hc_split_sinkhorn_torch as ref_program  # noqa: F401 - what it is tested against
 from hccli.kernels import token_launch
-from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
+from hccli.base.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
 
 NAME = "fast"
 SUPPORTED_HC, check_supported, timing = token_launch.registered(NAME)

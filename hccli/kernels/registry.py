@@ -29,9 +29,9 @@ import importlib
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from hccli.errors import HcError
-from hccli.extras import install_hint
-from hccli.vocab import DEFAULT_HC_MULT
+from hccli.base.errors import HcError
+from hccli.base.extras import install_hint
+from hccli.base.vocab import DEFAULT_HC_MULT
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The HC site through the fused site kernels (site_pre, site_write) for `hc run-site`, or the torch path.
 
-ref_program: hccli.site.forward (the numpy reference). A site with tensors (attention, FFN) runs
+ref_program: hccli.ops.site.forward (the numpy reference). A site with tensors (attention, FFN) runs
 site_pre (rms statistic, projection, the split with exact's arithmetic, the collapse with the
 site's own pre (V4) or the one handed over (V4.1)), then site_write. Their contract, tested on a
 GPU against the reference: pre/post/comb bit-identical to the exact split kernel on the mixes
@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from hccli.site import REFERENCE, SiteInputs, SiteParams, Variant, forward as ref_program  # noqa: F401
+from hccli.ops.site import REFERENCE, SiteInputs, SiteParams, Variant, forward as ref_program  # noqa: F401
 
 STREAMS = {"bf16": "bfloat16", "f32": "float32"}  # the site's streams_dtype -> the kernels' name
 STEPS = ("mixes", "pre", "post", "comb", "collapsed", "streams_out")  # what the site kernels give

@@ -31,12 +31,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from hccli.kernels.site_eager import site_pre_eager as ref_program  # noqa: F401 - what it is tested against
-from hccli.errors import HcError
+from hccli.base.errors import HcError
 from hccli.kernels import site_tl as S
 from hccli.kernels import tl_build
 from hccli.kernels.site_proj import make_proj
 from hccli.kernels.site_eager import SitePre
-from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_NORM_EPS, DEFAULT_SINKHORN_ITERS
+from hccli.base.vocab import DEFAULT_HC_EPS, DEFAULT_NORM_EPS, DEFAULT_SINKHORN_ITERS
 
 NAME = "site_pre"
 HC = 4

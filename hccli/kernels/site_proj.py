@@ -35,7 +35,7 @@ No `from __future__ import annotations` here: tilelang reads the tensor annotati
 
 from typing import Any
 
-from hccli.errors import HcError
+from hccli.base.errors import HcError
 from hccli.kernels import site_tl as S
 from hccli.kernels.site_tl import DEFAULT_PROJ, FN_ROWS, PART_ROWS, WS_COLS, ProjTiling
 

@@ -29,7 +29,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from hccli.errors import HcError
+from hccli.base.errors import HcError
 
 SITE_HC = (4,)
 STREAM_DTYPES = ("bfloat16", "float32")

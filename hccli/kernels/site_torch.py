@@ -1,11 +1,11 @@
-"""The HC site on a GPU (or torch's CPU): the torch path of hccli/site.py's forward.
+"""The HC site on a GPU (or torch's CPU): the torch path of hccli/ops/site.py's forward.
 
-ref_program: hccli.site.forward (the numpy reference it is tested against). The same steps in
+ref_program: hccli.ops.site.forward (the numpy reference it is tested against). The same steps in
 torch float32 on the chosen device, as the published inference code writes them
 (`F.linear(x, hc_fn) * rsqrt`, `torch.sum(pre.unsqueeze(-1) * x, dim=2).to(dtype)`,
 `post.unsqueeze(-1) * f.unsqueeze(-2) + torch.sum(comb.unsqueeze(-1) * x.unsqueeze(-2), dim=2)`),
 with the split through the kernel kernels/registry.py chooses (--impl). The projection's
-operands may be rounded first (floats.py), as site.Variant.projection says; no other variant.
+operands may be rounded first (base/floats.py), as site.Variant.projection says; no other variant.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from hccli.errors import HcError
-from hccli.floats import round_to
+from hccli.base.errors import HcError
+from hccli.base.floats import round_to
 from hccli.kernels.torch_ref import mkl_exp_ready
-from hccli.site import REFERENCE, SiteInputs, SiteParams, Variant, forward as ref_program  # noqa: F401
+from hccli.ops.site import REFERENCE, SiteInputs, SiteParams, Variant, forward as ref_program  # noqa: F401
 
 
 def torch_forward(impl: str, device: str | None, hc_mult: int) -> tuple[Callable[..., dict], str]:

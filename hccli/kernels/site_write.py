@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from hccli.kernels.site_eager import site_write_eager as ref_program  # noqa: F401 - what it is tested against
-from hccli.errors import HcError
+from hccli.base.errors import HcError
 from hccli.kernels import site_tl as S
 from hccli.kernels import tl_build
 

@@ -13,9 +13,9 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from hccli.errors import HcError
+from hccli.base.errors import HcError
 from hccli.kernels.torch_ref import check_op_params, check_shapes
-from hccli.vocab import mix_width
+from hccli.base.vocab import mix_width
 
 # What CI compiles for when no GPU is present: Hopper, the chip these models are served on.
 SM90_TARGET: dict[str, str] = {"kind": "cuda", "arch": "sm_90"}

@@ -20,11 +20,11 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any
 
-from hccli.errors import HcError
+from hccli.base.errors import HcError
 from hccli.kernels import tl_build
 from hccli.kernels.token_math import SAFE_DIVIDEND  # the dividends' floor: 2^-100
 from hccli.kernels.torch_ref import check_op_params
-from hccli.vocab import mix_width
+from hccli.base.vocab import mix_width
 
 VARIANTS = ("exact", "fast")
 

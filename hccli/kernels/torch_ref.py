@@ -25,8 +25,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from hccli.errors import HcError
-from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS, mix_width
+from hccli.base.errors import HcError
+from hccli.base.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS, mix_width
 
 
 def check_op_params(hc_mult: Any, sinkhorn_iters: Any, eps: Any) -> None:

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from hccli.errors import HcError
+from hccli.base.errors import HcError
 
 FORMATS = {".png": "png", ".svg": "svg"}
 DPI = 100  # with figure sizes in whole inches, a PNG is figsize x 100 pixels exactly
@@ -49,7 +49,7 @@ def require_matplotlib() -> Any:
         import matplotlib.figure  # noqa: F401  (the figure module is what the plots use)
         import matplotlib.style  # noqa: F401
     except ImportError as e:
-        from hccli.extras import install_hint
+        from hccli.base.extras import install_hint
 
         raise HcError(f"plotting needs matplotlib, which is not installed: {install_hint('plot')}") from e
     return matplotlib
@@ -88,7 +88,7 @@ def check_target(path: str | Path, *, forbidden_dir: str | Path | None = None) -
     not: the extension, matplotlib, then safe_write's rules (a new or regular file, not through a
     link, not in the checkpoint directory forbidden_dir, an existing folder). Cheap, so that a
     command calls it before it does any work."""
-    from hccli.safe_write import check_target as check_file
+    from hccli.base.safe_write import check_target as check_file
 
     fmt = plot_format(path)
     require_matplotlib()
@@ -99,7 +99,7 @@ def save_figure(fig: Any, path: str | Path, *, forbidden_dir: str | Path | None 
     """Write the figure as PNG or SVG (by extension) with no dates or software names in
     it, so that the same figure gives the same bytes, through safe_write (whole or not at
     all, never through a link, never inside forbidden_dir, a checkpoint directory)."""
-    from hccli.safe_write import write_file
+    from hccli.base.safe_write import write_file
 
     _, fmt = check_target(path, forbidden_dir=forbidden_dir)
     metadata = {"Software": None} if fmt == "png" else {"Date": None, "Creator": None}

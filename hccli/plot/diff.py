@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from hccli.errors import HcError
+from hccli.base.errors import HcError
 from hccli.plot import Drawn, clean_text, new_figure, plot_format, plot_style, save_figure
 
 PART_COLOURS = {"fn": "#1f77b4", "base": "#ff7f0e", "scale": "#2ca02c"}
@@ -51,7 +51,7 @@ class DiffFigureData:
 
 
 def diff_figure_data(report: Any) -> DiffFigureData:
-    """From a hccli.diff.DiffReport: every HC tensor compared on both sides (a missing or
+    """From a hccli.diffing.diff.DiffReport: every HC tensor compared on both sides (a missing or
     reshaped one has no difference to draw; the table names it), the absolute tolerance as
     the line."""
     rows = tuple(DiffRow(r.layer, r.site, r.part, float(r.max_abs)) for r in report.sites if r.max_abs is not None)

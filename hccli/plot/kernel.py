@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from hccli.errors import HcError
+from hccli.base.errors import HcError
 from hccli.plot import Drawn, clean_text, new_figure, plot_format, plot_style, save_figure
 from hccli.plot.values import MAX_STREAMS
 
@@ -35,7 +35,7 @@ class KernelFigureData:
 
     @classmethod
     def from_result(cls, result: Any, limit: int = 4) -> "KernelFigureData":
-        """From a hccli.kernels.run.RunResult."""
+        """From a hccli.runkernel.run.RunResult."""
         title = f"{result.impl} on {result.device}: {result.input.provenance}"
         return cls(title, result.pre, result.post, result.comb, limit, result.input.params_provenance)
 

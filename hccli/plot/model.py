@@ -11,7 +11,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from hccli.errors import HcError
+from hccli.base.errors import HcError
 from hccli.plot import Drawn, clean_text, new_figure, plot_style, save_figure
 from hccli.plot.values import as_matrix, as_vector
 
@@ -88,7 +88,7 @@ class ModelFigureData:
 
 
 def groups_from_plan(plan: Any) -> tuple[GroupRow, ...]:
-    """GroupRows from a hccli.layers.LayerPlan (stages get the role "stage")."""
+    """GroupRows from a hccli.model.layers.LayerPlan (stages get the role "stage")."""
     return tuple(GroupRow(g.label, g.description,
                           tuple(LayerSlot(i.index, "stage" if i.is_stage else i.role)
                                 for i in plan.layers if i.group == g.index))
@@ -118,7 +118,7 @@ def inspect_figure_data(document: Any, config: Any = None) -> ModelFigureData:
     """The figure of `hc inspect --plot`, from the InspectDocument that `--json` prints (its
     `hc` entries through the same JSON conversion, so that what is drawn is what is printed)
     and the checkpoint's ModelConfig, whose layer plan lays out the grid; None without one."""
-    from hccli.jsonable import to_jsonable
+    from hccli.base.jsonable import to_jsonable
 
     sites = sites_from_json(to_jsonable(list(document.hc)))
     remote = document.remote
@@ -127,7 +127,7 @@ def inspect_figure_data(document: Any, config: Any = None) -> ModelFigureData:
         revision = remote.revision if not remote.sha or remote.sha == remote.revision \
             else f"{remote.revision} ({remote.sha[:12]})"
     if config is not None:
-        from hccli.layers import plan_layers
+        from hccli.model.layers import plan_layers
 
         return ModelFigureData(document.path, document.dialect.name, revision, sites,
                                groups_from_plan(plan_layers(config)))

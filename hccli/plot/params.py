@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from hccli.errors import HcError
+from hccli.base.errors import HcError
 from hccli.plot import Drawn, clean_text, new_figure, plot_format, plot_style, save_figure
 from hccli.plot.values import as_float
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from hccli.errors import HcError
+from hccli.base.errors import HcError
 from hccli.plot import Drawn, clean_text, new_figure, plot_format, plot_style, save_figure
 from hccli.plot.values import MAX_STREAMS
 
@@ -35,7 +35,7 @@ class SiteFigureData:
 
     @classmethod
     def from_report(cls, r: Any) -> "SiteFigureData":
-        """From a hccli.site_run.SiteRunReport."""
+        """From a hccli.runsite.run.SiteRunReport."""
         hc = r.hc_mult
         nan = [float("nan")] * hc
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from hccli.errors import HcError
+from hccli.base.errors import HcError
 
 MAX_STREAMS = 64  # hc beyond this is no model of this family; it bounds what a figure allocates
 _NONFINITE = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}

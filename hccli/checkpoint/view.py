@@ -1,0 +1,282 @@
+"""One view of any checkpoint `hc` can read, for `hc diff`: its HC tensors by
+canonical name with a bounded float32 read, the model's hc_mult / layers / dim,
+and the rest of the inventory as (canonical name, dtype, shape, bytes), no values.
+
+A thin layer over the checkpoint core, as `inspect` reads: open_checkpoint for
+every store and format (local, hub, safetensors, GGUF), checkpoint/hc.py for the
+dialect, the HC sites and their values, values.py for streamed chunks. What is
+diff's own: the inventory records, the model figures each side is compared by,
+and the bytes each side read.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
+
+import numpy as np
+
+from hccli.names import dialects as D
+from hccli.base.bounded import one_line
+from hccli.checkpoint.safetensors.header_types import DTYPES
+from hccli.checkpoint.source import ByteSource
+from hccli.model.components import component_of  # noqa: F401 - diff's name for it
+from hccli.model.config.model import ConfigUnusable
+from hccli.base.errors import HcError
+from hccli.model.shape import ModelShape, from_hc_shapes
+from hccli.base.vocab import (
+    DEFAULT_HC_EPS,
+    DEFAULT_NORM_EPS,
+    DEFAULT_SINKHORN_ITERS,
+    STAGE,
+    HcName,
+    parse_hc_name,
+)
+
+MAX_HC_ELEMENTS = 1 << 26  # a V4-Pro fn is 24 x 4*7168 = 688k; 64M is past any real one
+# --values all decodes this many elements at a time: float64 copies of 32 MB, a few of them live
+CHUNK_ELEMENTS = 1 << 22
+_COUNT_LOCK = threading.Lock()  # remote sides read from several threads
+
+
+class CountingSource(ByteSource):
+    """Passes reads through and adds their lengths to the view's counter."""
+
+    def __init__(self, inner: ByteSource, counter: list[int]):
+        self.inner, self.counter = inner, counter
+
+    @property
+    def name(self) -> str:
+        return self.inner.name
+
+    def size(self) -> int:
+        return self.inner.size()
+
+    def read(self, offset: int, length: int) -> bytes:
+        out = self.inner.read(offset, length)
+        _count(self.counter, len(out))
+        return out
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def _count(counter: list[int], n: int) -> None:
+    with _COUNT_LOCK:
+        counter[0] += n
+
+
+@dataclass(frozen=True)
+class HcTensor:
+    hc: HcName
+    stored_name: str
+    dtype: str  # safetensors dtype or GGML type, as stored
+    shape: tuple[int, ...]  # the release's (row-major) order
+    nbytes: int
+    _read: Callable[[], np.ndarray] = field(repr=False, compare=False)
+
+    @property
+    def canonical(self) -> str:
+        return self.hc.canonical()
+
+    def read(self, max_elements: int = MAX_HC_ELEMENTS) -> np.ndarray:
+        """The values as float32 in canonical layout; refuses more than max_elements."""
+        n = math.prod(self.shape)
+        if n > max_elements:
+            raise HcError(f"tensor '{one_line(self.stored_name)}' has {n:,} elements; expected at most "
+                          f"{max_elements:,} for an HC tensor")
+        return np.asarray(self._read(), dtype=np.float32).reshape(self.shape)
+
+
+_new = tuple.__new__
+
+
+class OtherTensor(NamedTuple):  # ~96k of them at full scale: built in C, not by a dataclass __init__
+    name: str  # canonical (release) name; the stored name where no dialect maps it
+    stored_name: str
+    dtype: str
+    shape: tuple[int, ...]  # canonical order
+    nbytes: int
+    logical_params: int
+
+
+@dataclass
+class HcView:
+    label: str
+    kind: str  # "safetensors" | "gguf"
+    dialect: D.Detection
+    model: ModelShape
+    n_stages: int
+    iters: int
+    eps: float
+    norm_eps: float
+    hc: dict[str, HcTensor]
+    others: list[OtherTensor]
+    config_note: ConfigUnusable | None = None  # the config.json beside it, set aside
+    remote: bool = False  # each read is a round trip: worth overlapping
+    counter: list[int] = field(default_factory=lambda: [0])
+    second_spellings: list[tuple[str, str, str]] = field(default_factory=list)  # (name, name, canonical)
+    _chunks: Callable[[str], Iterator[np.ndarray] | None] | None = field(default=None, repr=False)
+
+    @property
+    def bytes_read(self) -> int:
+        return self.counter[0]
+
+    def value_chunks(self, stored_name: str) -> Iterator[np.ndarray] | None:
+        """A non-HC tensor's values as float64 chunks in storage order (bounded memory),
+        or None where its type cannot be decoded here."""
+        return self._chunks(stored_name) if self._chunks else None
+
+    def close(self) -> None:
+        """Nothing is held open between reads; kept so that a view is used in `with`."""
+
+    def __enter__(self) -> HcView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+PREFETCH_SITES = 8  # sites read ahead when a side is remote: overlapped round trips, bounded memory
+
+
+def read_both(a: HcView, b: HcView, groups: Iterable[list[HcName]]) -> Iterator[tuple[dict, dict]]:
+    """Per group of HC names (a site), ({part: values} of A, of B) for the names both sides hold;
+    read in threads a few groups ahead when a side is remote (each read a round trip)."""
+    def load(names) -> tuple[dict, dict]:
+        both = [h for h in names if h.canonical() in a.hc and h.canonical() in b.hc]
+        return ({h.part: a.hc[h.canonical()].read() for h in both}, {h.part: b.hc[h.canonical()].read() for h in both})
+    if not (a.remote or b.remote):
+        yield from map(load, groups)
+        return
+    from collections import deque
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(PREFETCH_SITES) as pool:
+        ahead: deque = deque()
+        for names in groups:
+            ahead.append(pool.submit(load, names))
+            if len(ahead) > PREFETCH_SITES:
+                yield ahead.popleft().result()
+        while ahead:
+            yield ahead.popleft().result()
+
+
+# --- the model's shape without a config ---------------------------------------------------
+
+def _gguf_settings(ckpt) -> tuple[ModelShape | None, int, float, float]:
+    """(model, iterations, eps, norm_eps) from a GGUF's metadata (checkpoint/gguf/settings.py: each
+    key within its bound, else an error naming it), the model None where it lacks its figures,
+    the reference defaults for keys it lacks."""
+    from hccli.checkpoint.hc import gguf_model
+
+    m = gguf_model(ckpt)
+    if m is None:
+        return None, DEFAULT_SINKHORN_ITERS, DEFAULT_HC_EPS, DEFAULT_NORM_EPS
+    model = None if None in (m.n_layers, m.dim, m.hc_mult) else ModelShape(m.hc_mult, m.n_layers, m.dim,
+                                                                           "GGUF metadata")
+    return (model, DEFAULT_SINKHORN_ITERS if m.iters is None else m.iters, DEFAULT_HC_EPS if m.eps is None else m.eps,
+            DEFAULT_NORM_EPS if m.norm_eps is None else m.norm_eps)
+
+
+# --- the view ---------------------------------------------------------------------------
+
+def _logical(name: str, dtype: str, shape: tuple[int, ...], n: int, get: Callable[[str], Any]) -> int:
+    """Logical parameters of a tensor of n elements: packed fp4 counts 2 a byte, scales 0."""
+    if dtype == "F8_E8M0":
+        return 0  # quantisation scales are not parameters
+    if dtype == "I8" and len(shape) == 2 and name.endswith(".weight") and shape[1]:
+        sib = get(name[:-7] + ".scale")
+        # one E8M0 scale per 32 fp4 values, two values a byte: packed fp4 holds 2 a byte
+        if sib is not None and sib[1].dtype == "F8_E8M0" and sib[1].shape == (shape[0], shape[1] // 16):
+            return 2 * n
+    return n
+
+
+def _gguf_label(ckpt) -> str:
+    """A local GGUF is named by its (first) file, as its split set is read from it."""
+    if ckpt.remote is not None:
+        return ckpt.label
+    first = str(ckpt.shards[0].path)
+    return first if len(ckpt.shards) == 1 else f"{first} (+{len(ckpt.shards) - 1} parts)"
+
+
+def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
+    from hccli.checkpoint import hc as H
+    from hccli.checkpoint.opening import open_checkpoint
+
+    ckpt = open_checkpoint(str(path), config=config)
+    gguf = any(H.is_gguf(s) for s in ckpt.shards)
+    cfg = ckpt.config
+    label = ckpt.label
+    if gguf:
+        H.require_whole(ckpt)  # a GGUF is one model: a part missing is an error, not a smaller model
+        label = _gguf_label(ckpt)
+    detection = ckpt.dialect
+    counter = [0]
+
+    def reader(site, part: str) -> Callable[[], np.ndarray]:
+        def read() -> np.ndarray:
+            out = H.read_part(ckpt, site, part)  # exactly the tensor's bytes
+            _count(counter, site.parts[part][1].nbytes)
+            return out
+        return read
+
+    hc: dict[str, HcTensor] = {}
+    stored_hc: set[str] = set()
+    for site in ckpt.hc_sites:
+        for part, (_, info) in site.parts.items():
+            h = parse_hc_name(site.tensor_name(part))
+            hc[h.canonical()] = HcTensor(h, info.name, info.dtype, info.shape, info.nbytes, reader(site, part))
+            stored_hc.add(info.name)
+    tensors = ckpt.tensors()
+    dialect = detection.dialect
+    others: list[OtherTensor] = []
+    get = tensors.get
+    packed = {}  # logical parameters through a producer's packing (checkpoint/verify/producers.py)
+    if dialect in (D.MLX_LM, D.COMPRESSED_TENSORS):
+        from hccli.checkpoint.verify.producers import logical_by_name
+
+        packed = logical_by_name(ckpt, dialect)
+    for name, (_, info) in tensors.items():
+        if name in stored_hc:
+            continue
+        canon = name if dialect == D.RELEASE else (D.canonical_name(name, dialect) or name)  # release: canonical
+        dt = info.dtype
+        if gguf:
+            params = info.n_elements
+        else:
+            # a validated entry's bytes are its elements x bits / 8: no product of dims per tensor
+            n = info.nbytes * 8 // DTYPES[dt]
+            params = n if dt not in ("I8", "F8_E8M0") else _logical(name, dt, info.shape, n, get)
+            params = packed.get(name, params)
+        # tuple.__new__ is the C constructor; a NamedTuple's own __new__ is Python code, per tensor
+        others.append(_new(OtherTensor, (canon, name, dt, info.shape, info.nbytes, params)))
+
+    def chunks(stored: str) -> Iterator[np.ndarray] | None:
+        return _chunks(ckpt, stored, counter)
+
+    if cfg is not None:
+        model = ModelShape(cfg.hc_mult, cfg.n_layers, cfg.dim, "config")
+        iters, eps, norm_eps, n_stages = cfg.hc_sinkhorn_iters, cfg.hc_eps, cfg.norm_eps, cfg.n_stages
+    else:
+        model, iters, eps, norm_eps = _gguf_settings(ckpt) if gguf else (None, DEFAULT_SINKHORN_ITERS,
+                                                                         DEFAULT_HC_EPS, DEFAULT_NORM_EPS)
+        model = model or from_hc_shapes((t.hc, t.shape) for t in hc.values())
+        n_stages = max((t.hc.num + 1 for t in hc.values() if t.hc.kind == STAGE), default=0)
+    if gguf:
+        n_stages = 0  # llama.cpp's converter drops the stages; the head mix is numbered without them
+    return HcView(label, "gguf" if gguf else "safetensors", detection, model, n_stages, iters, eps, norm_eps, hc,
+                  others, ckpt.config_note, ckpt.remote is not None, counter, H.second_spellings(ckpt), chunks)
+
+
+def _chunks(ckpt, stored: str, counter: list[int]) -> Iterator[np.ndarray] | None:
+    """One tensor's values as float64 chunks of at most CHUNK_ELEMENTS (hc.value_chunks), its reads
+    counted."""
+    from hccli.checkpoint.hc import value_chunks
+
+    shard, info = ckpt.tensors()[stored]
+    return value_chunks(ckpt, shard, info, CHUNK_ELEMENTS, lambda src: CountingSource(src, counter))

@@ -1,0 +1,137 @@
+"""`hc bench`: time the split-Sinkhorn implementations (kernels/registry.py's table) on a GPU, or with
+--op site-pre / site-write the site's kernels beside the eager chain and TileKernels."""
+
+
+from typing import Annotated, List, Optional
+
+import typer
+
+from hccli.cli.app import app
+from hccli.cli.kernel_options import EpsOpt, HcMultOpt, ItersOpt, SeedOpt, TokenListOpt, _at_least, _eps, one_of
+from hccli.cli.options import JsonOpt
+from hccli.base.errors import HcError
+from hccli.kernels.registry import TIMED, canonical
+from hccli.base.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
+
+SITE_NORM_EPS = 1e-20  # V4.1-Flash's norm_eps, the shapes the site benchmark is about
+
+EPILOG = """Examples:
+
+  hc bench                                        # every implementation, 1 .. 16M tokens
+
+  hc bench --tokens 4096 --tokens 16777216 --impl exact --impl fast
+
+  hc bench --json > bench.json                    # with device, driver and versions
+
+  hc bench --host                                 # also the host time of one eager call
+
+  hc bench --device cpu                           # no GPU: the torch reference on the CPU
+
+  hc bench --op site-pre --json > pre.json        # the site's pre step: eager, TileKernels, site_pre
+
+  hc bench --op site-write --dim 4096 --dtype float32
+"""
+
+OPS = ("split", "site-pre", "site-write")
+
+
+def _op(value: str) -> str:
+    if value not in OPS:
+        raise HcError(f"--op {value!r} is unknown; expected one of {', '.join(OPS)}")
+    return value
+
+
+def _stream(value: str) -> str:
+    names = {"bf16": "bfloat16", "bfloat16": "bfloat16", "f32": "float32", "float32": "float32"}
+    if value not in names:
+        raise HcError(f"--dtype {value!r}: expected bf16 or f32 (the streams' dtype)")
+    return names[value]
+
+
+
+@app.command("bench", epilog=EPILOG)
+def bench_cmd(
+    op: Annotated[str, typer.Option("--op", callback=_op, help="split (the split-Sinkhorn op, default), "
+                                    "site-pre or site-write (the site's kernels, hc 4).")] = "split",
+    dim: Annotated[int, typer.Option("--dim", callback=_at_least("--dim", 1),
+                                     help="Features per stream for --op site-* (default 5120).")] = 5120,
+    dtype: Annotated[str, typer.Option("--dtype", callback=_stream,
+                                       help="The streams' dtype for --op site-*: bf16 (default) or f32.")] = "bf16",
+    norm_eps: Annotated[Optional[float], typer.Option("--norm-eps", callback=_eps,
+                                                      help="The RMS statistic's eps for --op site-pre (default "
+                                                      "1e-20, V4.1-Flash's).")] = None,
+    tokens: TokenListOpt = None,
+    impl: Annotated[Optional[List[str]], typer.Option("--impl", help=f"{one_of(list(TIMED))} (repeat; "
+                                                      "default all that can run here); for --op site-*: eager, "
+                                                      "tilekernels, site_pre / site_write.")] = None,
+    device: Annotated[Optional[str], typer.Option("--device", help="cuda, cuda:N or cpu (default: the first "
+                                                  "CUDA device).")] = None,
+    hc_mult: HcMultOpt = None,
+    iters: ItersOpt = None,
+    eps: EpsOpt = None,
+    reps: Annotated[int, typer.Option("--reps", callback=_at_least("--reps", 1),
+                                      help="Timed samples per point (the median is shown).")] = 15,
+    warmup: Annotated[int, typer.Option("--warmup", callback=_at_least("--warmup", 0),
+                                        help="Untimed calls first (they also build the kernels).")] = 3,
+    seed: SeedOpt = 0,
+    host: Annotated[bool, typer.Option("--host", help="Also time the host side of one eager call (raw launch, "
+                                       "public call with and without preallocated outputs) at n = 1, 64, "
+                                       "4096.")] = False,
+    json_out: JsonOpt = False,
+) -> None:
+    """Time every implementation of the split-Sinkhorn op over a range of token counts.
+
+    Per token count: time per call, tokens/s, GB/s (192 bytes a token for hc 4) and
+    the share of the device's copy bandwidth (measured in the same run), speed-up
+    over the block kernel (the published reference kernel's shape), and the largest
+    difference from its outputs (the exact kernel's should be 0: bit-identical).
+    Without a GPU, --device cpu times the torch reference.
+
+    --op site-pre / site-write time the site's kernels (hc 4) beside the eager chain and
+    DeepSeek's TileKernels (where `tile_kernels` imports), with every output's largest
+    error against the float64 chain, at 1, 16, 128, 1K, 8K and 64K tokens by default.
+    """
+    from hccli.cli.render import bench as render_bench
+    from hccli.cli.output import emit_json, progress_bar, show
+    from hccli.bench.op import run_bench
+
+    if op != "split":
+        _site(op, dim, dtype, norm_eps, tokens, impl, device, hc_mult, iters, eps, reps, warmup, seed, host,
+              json_out)
+        return
+
+    for name in impl or ():
+        if canonical(name) not in TIMED:
+            raise HcError(f"--impl {name!r} is unknown to hc bench; expected some of {', '.join(TIMED)}")
+    names = tuple(canonical(n) for n in impl) if impl else TIMED
+    with progress_bar("timing") as tick:
+        result = run_bench(tuple(tokens) if tokens else None, names,
+                           hc_mult=DEFAULT_HC_MULT if hc_mult is None else hc_mult,
+                           sinkhorn_iters=DEFAULT_SINKHORN_ITERS if iters is None else iters,
+                           eps=DEFAULT_HC_EPS if eps is None else eps, device=device, reps=reps,
+                           warmup=warmup, seed=seed, host=host, progress=tick)
+    if json_out:
+        emit_json(result.to_json())
+    else:
+        show(*render_bench.renderables(result))
+
+
+def _site(op: str, dim: int, stream: str, norm_eps: float | None, tokens: list[int] | None, impl: list[str] | None,
+          device: str | None, hc_mult: int | None, iters: int | None, eps: float | None, reps: int, warmup: int, seed: int, host: bool,
+          json_out: bool) -> None:
+    from hccli.cli.render import bench_site as render_bench_site
+    from hccli.cli.output import emit_json, progress_bar, show
+    from hccli.bench.site import run_site_bench
+
+    if hc_mult not in (None, 4):
+        raise HcError(f"--hc-mult {hc_mult}: the site kernels are built for hc 4 only")
+    with progress_bar("timing") as tick:
+        result = run_site_bench(op, tuple(tokens) if tokens else None, tuple(impl) if impl else None, dim=dim,
+                                stream=stream, sinkhorn_iters=DEFAULT_SINKHORN_ITERS if iters is None else iters,
+                                eps=DEFAULT_HC_EPS if eps is None else eps,
+                                norm_eps=SITE_NORM_EPS if norm_eps is None else norm_eps, reps=reps,
+                                warmup=warmup, seed=seed, host=host, device=device, progress=tick)
+    if json_out:
+        emit_json(result.to_json())
+    else:
+        show(*render_bench_site.renderables(result))

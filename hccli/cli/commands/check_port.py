@@ -1,0 +1,48 @@
+"""`hc check-port`: does a port compute the HC site right? Its outputs against golden site vectors."""
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from hccli.cli.app import app
+from hccli.cli.kernel_options import _input_file
+from hccli.cli.options import JsonOpt
+
+EPILOG = """Examples:
+
+  hc run-site /tmp/tiny --save golden.safetensors                  # the inputs and every step
+
+  hc check-port port.safetensors --golden golden.safetensors       # a port's outputs, same names
+
+  hc check-port port.safetensors --golden golden.safetensors --json
+
+Exit status: 0 the port matches within float32 rounding, 1 it departs, 2 bad input.
+"""
+
+
+@app.command("check-port", epilog=EPILOG)
+def check_port_cmd(
+    port: Annotated[Path, typer.Argument(callback=_input_file("PORT"), show_default=False,
+                                         help="A .safetensors file of the port's outputs for GOLDEN's inputs "
+                                              "(LAYER.SITE.STEP, any subset of the steps).")],
+    golden: Annotated[Path, typer.Option("--golden", callback=_input_file("--golden"), show_default=False,
+                                         help="Golden site vectors written by `hc run-site --save`.")],
+    json_out: JsonOpt = False,
+) -> None:
+    """Compare a port's HC site outputs with golden vectors step by step; name the first step that
+    departs and the known mistake (or pair of mistakes) that explains it."""
+    from hccli.cli.render import port as render_port
+    from hccli.cli.output import emit_json, show
+    from hccli.port.check import check_port
+    from hccli.runsite.golden import read_golden, read_port
+
+    g = read_golden(golden)
+    steps, ignored = read_port(port, g)
+    report = check_port(g, steps, str(port), ignored)
+    if json_out:
+        emit_json({**render_port.jsonable(report), "exit_code": report.exit_code})
+    else:
+        show(*render_port.renderables(report))
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)

@@ -1,0 +1,98 @@
+"""`hc count-params`: hyper-connection parameters per component, site, layer and group;
+with --model, the whole model under each counting convention."""
+
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+from typing import Annotated
+
+from hccli.counting import report as count_report
+from hccli.cli.render import count as render_count
+from hccli.cli.app import app
+from hccli.cli.options import (ComponentsOpt, GroupOpt, JsonOpt, LayersOpt, PlotOpt, RolesOpt, SitesOpt,
+                               check_plot)
+from hccli.cli.output import emit_json, note, safe, show
+from hccli.base.errors import HcError
+
+EPILOG = """Examples:
+
+  hc count-params                                   # bundled V4.1-Flash config, HC of the text path
+
+  hc count-params --group 2-7 --role reuse --site attn --component comb    # 17 x 5 = 85
+
+  hc count-params --layers 3-7 --site attn --component comb --json
+
+  hc count-params sample_configs/deepseek-v4-pro.hf.json --by-layer
+
+  hc count-params sample_configs/deepseek-v4.1-flash.json --model   # every counting convention
+
+  hc count-params --model --plot params.png --convention stored_bytes  # and a picture
+"""
+
+# what the component bars of --plot can count: the per-component keys of `--model --json`
+PLOT_CONVENTIONS = ("logical_params", "stored_elements", "stored_bytes")
+
+
+def _convention(value: Optional[str]) -> Optional[str]:
+    if value is not None and value not in PLOT_CONVENTIONS:
+        raise HcError(f"--convention {value!r}: expected one of {', '.join(PLOT_CONVENTIONS)}")
+    return value
+
+
+@app.command("count-params", epilog=EPILOG)
+def count_params(
+    config: Annotated[
+        Optional[Path],
+        typer.Argument(help="A config.json (inference or hub style), or a folder holding one. "
+                            "Default: the bundled DeepSeek-V4.1-Flash config.", show_default=False),
+    ] = None,
+    layers: LayersOpt = None,
+    group: GroupOpt = None,
+    role: RolesOpt = None,
+    site: SitesOpt = None,
+    component: ComponentsOpt = None,
+    stages: Annotated[bool, typer.Option("--stages", help="Include the DSpark/MTP stages in the selection.")] = False,
+    by_layer: Annotated[bool, typer.Option("--by-layer", help="Add a table with one row per layer.")] = False,
+    model: Annotated[bool, typer.Option("--model", "-m", help="Whole-model totals per component and per "
+                                        "counting convention, from the tensor inventory.")] = False,
+    json_out: JsonOpt = False,
+    plot: PlotOpt = None,
+    convention: Annotated[Optional[str], typer.Option(
+        "--convention", callback=_convention, metavar="KEY", show_default=False,
+        help="What the whole-model bars of --plot count: logical_params (default), stored_elements or "
+             "stored_bytes. Needs --plot and --model.")] = None,
+) -> None:
+    """Count hyper-connection parameters from a config.json.
+
+    By default: the HC parameters of the text path (backbone layers, and the head
+    mix where the family has one), per component of one site, per layer group, with
+    the DSpark/MTP stages reported beside. Filters select layers, groups, roles,
+    sites and components and print the arithmetic, e.g.
+    "Stream combination (attn): 17 x 5 layers = 85".
+    """
+    # the option callbacks have turned the flags into sets and bounds by now
+    if convention is not None and (plot is None or not model):
+        raise HcError(f"--convention {convention}: it picks what the whole-model bars of --plot count; "
+                      "give it with --plot and --model")
+    # a folder holding config.json is a checkpoint: never written into
+    guard = config if config is not None and config.is_dir() else None
+    if plot is not None:
+        check_plot(plot, forbidden_dir=guard)
+    report = count_report.build_report(
+        config, layers=layers, groups=group, roles=role, sites=site, components=component,
+        stages=stages, by_layer=by_layer, model=model,
+    )
+    doc = render_count.json_document(report)
+    if json_out:
+        emit_json(doc)
+    else:
+        show(*render_count.renderables(report))
+    if plot is not None:
+        from hccli.plot import write_plot
+        from hccli.plot.params import params_data_from_json, plot_params
+
+        # drawn from the JSON document itself, so that the bars are the figures --json prints
+        data = params_data_from_json(doc, convention or PLOT_CONVENTIONS[0])
+        note(safe(write_plot(plot, plot_params, data, forbidden_dir=guard)), wrap=False)

@@ -1,0 +1,94 @@
+"""`hc diff A B`: did a conversion keep the hyper-connections?"""
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from hccli.cli.app import app
+from hccli.cli.options import JsonOpt, LayersOpt, PlotOpt, SitesOpt
+
+EPILOG = """Examples:
+
+  hc diff /ckpt/DeepSeek-V4-Flash model-f16.gguf            # exit 1 if an HC value changed
+
+  hc diff release/ converted/ --atol 1e-3 --rtol 1e-2 --json
+
+  hc diff release/ converted/ --values all                   # every shared tensor too, streamed
+
+  hc diff release/ model-q8.gguf --plot diff.png              # and a picture: max |a - b| per site
+
+  hc diff release/ converted/ --layers 20-23 --site attn --values all   # only those layers' attention
+"""
+
+
+@app.command("diff", epilog=EPILOG)
+def diff_cmd(
+    a: Annotated[str, typer.Argument(help="The reference checkpoint: a directory, index .json, .safetensors, "
+                                          ".gguf (or split set / folder), or hf://org/name.", show_default=False)],
+    b: Annotated[str, typer.Argument(help="The checkpoint to compare with it, in any dialect.", show_default=False)],
+    atol: Annotated[float, typer.Option("--atol", help="Absolute tolerance for HC values (default: bit-identical).",
+                                        min=0.0)] = 0.0,
+    rtol: Annotated[float, typer.Option("--rtol", help="Relative tolerance, against A's value.", min=0.0)] = 0.0,
+    values: Annotated[str, typer.Option("--values", help="hc: read only the HC tensors; all: also compare every "
+                                        "tensor both hold, streamed.")] = "hc",
+    tokens: Annotated[int, typer.Option("--tokens", help="Sample hidden states sent through each side's fn.",
+                                        min=0, max=4096)] = 16,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the sample hidden states.", min=0)] = 0,
+    config_a: Annotated[Optional[Path], typer.Option("--config-a", help="config.json for A (default: beside it).")
+                        ] = None,
+    config_b: Annotated[Optional[Path], typer.Option("--config-b", help="config.json for B (default: beside it).")
+                        ] = None,
+    layers: LayersOpt = None,
+    sites: SitesOpt = None,
+    limit: Annotated[int, typer.Option("--limit", help="HC rows to print (worst first).", min=1)] = 20,
+    json_out: JsonOpt = False,
+    plot: PlotOpt = None,
+) -> None:
+    """Compare two checkpoints' hyper-connections, site by site, and the rest of their inventories.
+
+    Per HC tensor (layer, site, part fn/base/scale): present on both sides, shape
+    (a transpose is named), stored dtype or GGML type, max abs and max rel
+    difference, and the effect: the pre/post weights and comb matrix the base alone
+    gives, and those that seeded sample hidden states give through each side's
+    site. Names are compared in canonical (release) form, so any two dialects mix.
+    --layers and --site limit the HC comparison and --values all to those layers
+    and sites (numbered as everywhere: stages after the backbone, the head mix last).
+    Exit 0 when every HC value is within --atol/--rtol, 1 when not, 2 when a side
+    cannot be read, spells one tensor twice or the two are different models. Never writes anything.
+    """
+    from hccli.cli.render import diff as render_diff
+    from hccli.cli.output import config_warning, emit_json, progress_bar, show
+    from hccli.diffing.diff import build_diff
+    from hccli.base.errors import HcError
+    from hccli.checkpoint.view import open_view
+
+    if values not in ("hc", "all"):
+        raise HcError(f"--values {values!r}: expected 'hc' or 'all'")
+    if plot is not None:
+        from hccli.cli.options import check_plot
+
+        for side in (a, b):  # never into either checkpoint; before any work
+            if Path(side).exists():
+                check_plot(plot, forbidden_dir=Path(side))
+    # each side's config warning as soon as it is open: it may be why B fails, or why they differ
+    with open_view(a, config_a) as va:
+        config_warning(va.config_note)
+        with open_view(b, config_b) as vb:
+            config_warning(vb.config_note)
+            with progress_bar("comparing", enabled=not json_out, in_bytes=True) as tick:
+                report = build_diff(va, vb, atol=atol, rtol=rtol, tokens=tokens, seed=seed,
+                                    values_all=values == "all", progress=tick, layers=layers,
+                                    sites=frozenset(sites) if sites else None)
+    if json_out:
+        emit_json(report.to_json())
+    else:
+        show(*render_diff.renderables(report, limit=limit))
+    if plot is not None:
+        from hccli.cli.output import note, safe
+        from hccli.plot import write_plot
+        from hccli.plot.diff import diff_figure_data, plot_diff
+
+        note(safe(write_plot(plot, plot_diff, diff_figure_data(report), forbidden_dir=Path(b))), wrap=False)
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)

@@ -1,0 +1,139 @@
+"""`hc inspect`: what a checkpoint holds, its hyper-connection values, and --verify."""
+
+
+import typer
+
+from hccli.cli.app import app
+from hccli.cli.inspect_options import (
+    ConfigOpt,
+    DtypeOpt,
+    HcLayerOpt,
+    LayerOpt,
+    LimitOpt,
+    MetadataOpt,
+    NameOpt,
+    PathArg,
+    QuietOpt,
+    StatsOpt,
+    TensorsOpt,
+    TreeOpt,
+    VerifyOpt,
+)
+from hccli.cli.options import JsonOpt, PlotOpt
+from hccli.base.errors import EXIT_FINDINGS
+
+EPILOG = """Examples:
+
+  hc make-checkpoint sample_configs/tiny-v4.1.json /tmp/tiny && hc inspect /tmp/tiny
+
+  hc inspect /tmp/tiny --verify                    # exit 1 if an error-level finding exists
+
+  hc inspect /tmp/tiny --verify -q                 # the verdict and the findings only
+
+  hc inspect /tmp/tiny --tree                      # the tensors, repeated numbered blocks collapsed
+
+  hc inspect /tmp/tiny --name '*.hc_attn_*' --layer 2-3
+
+  hc inspect /tmp/tiny/model.safetensors.index.json --dtype F32 --json
+
+  hc inspect /tmp/tiny --hc-layer 3                 # comb offsets and the comb matrix of layer 3
+
+  hc inspect /tmp/tiny --stats                      # min, max, mean, std, non-finite of every HC tensor
+
+  hc inspect model.gguf --metadata                  # the file's own key/values (safetensors: __metadata__)
+
+  hc inspect hf://deepseek-ai/DeepSeek-V4.1-Flash --verify   # over HTTP ranges: headers and HC values only
+
+  hc inspect ./my-finetune --verify                 # a transformers save_pretrained folder
+
+  hc inspect model-Q4_K_M.gguf --verify             # a GGUF (or a folder / first part of a split set)
+
+  hc inspect model.gguf --config config.json        # layer plan and inventory from the release config
+
+  hc inspect /tmp/tiny --plot hc.png                # every site's comb as a heatmap, scales by layer
+"""
+
+
+@app.command("inspect", epilog=EPILOG)
+def inspect_cmd(
+    path: PathArg,
+    config: ConfigOpt = None,
+    verify: VerifyOpt = False,
+    name: NameOpt = None,
+    layer: LayerOpt = None,
+    dtype: DtypeOpt = None,
+    tensors: TensorsOpt = False,
+    limit: LimitOpt = 50,
+    hc_layer: HcLayerOpt = None,
+    tree: TreeOpt = False,
+    quiet: QuietOpt = False,
+    metadata: MetadataOpt = False,
+    stats: StatsOpt = False,
+    json_out: JsonOpt = False,
+    plot: PlotOpt = None,
+) -> None:
+    """Read a checkpoint's headers (never its weights) and show what it holds.
+
+    A summary (shards, tensors, stored bytes, bytes per dtype, logical parameters)
+    and the hyper-connection section: per layer and site the scale values, the base
+    split into pre/post/comb offsets, and the comb matrix the base alone yields
+    (mixes = 0). A selection (--name, --layer, --dtype, --tensors, --hc-layer,
+    --metadata, --stats) prints the summary line and what it selects only; --tree
+    adds the tree of tensors. Nothing is ever written into the checkpoint's directory.
+    """
+    from pathlib import Path
+
+    # a local checkpoint's folder is never written into; a hub name is no local path
+    guard = Path(path) if plot is not None and Path(path).exists() else None
+    if plot is not None:
+        from hccli.cli.options import check_plot
+
+        check_plot(plot, forbidden_dir=guard)  # before any work: nothing printed when refused
+    from hccli.base.errors import HcError
+
+    if quiet and not verify:
+        raise HcError("--quiet prints --verify's verdict and findings only; add --verify (or leave out --quiet)")
+    from hccli.cli.output import config_warning, emit_json, note, progress_bar, safe, show
+    from hccli.inspecting.report import build_inspect
+
+    with progress_bar("reading headers", enabled=not json_out) as tick:
+        report = build_inspect(
+            path, config=config, name_glob=name, dtype=dtype, list_tensors=tensors,
+            layers=layer, hc_layers=hc_layer, run_verify=verify, metadata=metadata, progress=tick,
+        )
+    if stats:
+        with progress_bar("HC statistics", enabled=not json_out, in_bytes=True) as tick:
+            report = report.with_stats(tick)
+    config_warning(report.ckpt.config_note)
+    unreadable = [s for s in report.ckpt.shards if s.header is None]
+    if unreadable and report.findings is None:
+        for s in unreadable[:5]:
+            note(f"[yellow]warning:[/] shard not read: {safe(s.error or s.file)}", wrap=False)  # it names a file
+        if len(unreadable) > 5:
+            note(f"[yellow]warning:[/] ... and {len(unreadable) - 5} more shards not read (--verify lists all)")
+    for line in report.notes:  # a GGUF split set not whole, HC values past inspect's bounds
+        note(f"[yellow]warning:[/] {safe(line)}", wrap=False)  # one line each: it names a file
+    doc = report.document() if json_out or plot is not None else None
+    figure = None
+    if plot is not None:
+        from hccli.plot.model import inspect_figure_data
+
+        # from the document --json prints, before any output: a checkpoint without HC values fails here
+        figure = inspect_figure_data(doc, report.ckpt.config)
+    if json_out:
+        emit_json(doc)
+    else:
+        # rich's tables and trees: --json never loads them
+        from hccli.cli.render import inspect as render_inspect
+
+        filters = ", ".join(f for f in (f"name {name}" if name else "", f"dtype {dtype}" if dtype else "",
+                                        "layers selected" if layer is not None else "") if f)
+        view = render_inspect.View(tree=tree, quiet=quiet, detail=hc_layer is not None, limit=limit, filters=filters)
+        show(*render_inspect.renderables(report, view))
+    if figure is not None:
+        from hccli.plot import write_plot
+        from hccli.plot.model import plot_model
+
+        note(safe(write_plot(plot, plot_model, figure, forbidden_dir=guard)), wrap=False)
+    if report.errors:
+        raise typer.Exit(EXIT_FINDINGS)

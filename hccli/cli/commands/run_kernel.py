@@ -1,0 +1,161 @@
+"""`hc run-kernel`: the split-Sinkhorn op over sample mixes, on a GPU (tilelang) or the CPU (torch)."""
+
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from hccli.cli.app import app
+from hccli.cli.kernel_options import (CompareOpt, ConfigOpt, DeviceOpt, EpsOpt, HcMultOpt, HiddenFileOpt, ImplOpt,
+                                      ItersOpt, LayerOpt, MixesOpt, SeedOpt, SiteOpt, TokensOpt, _at_least)
+from hccli.cli.options import JsonOpt, PlotOpt
+from hccli.base.errors import HcError
+
+EPILOG = """Examples:
+
+  hc run-kernel                                   # the bundled sample, 4 tokens
+
+  hc run-kernel --tokens 4096 --seed 1 --limit 2  # random mixes
+
+  hc run-kernel --mixes mixes.npy                 # .safetensors (tensor `mixes`), .npy or .json
+
+  hc run-kernel --checkpoint /tmp/tiny --layer 3 --site ffn        # a model's own base and scale
+
+  hc run-kernel --checkpoint /tmp/tiny --layer 3 --hidden          # the whole pre stage, with its hc_fn
+
+  hc run-kernel --impl torch --save golden.safetensors             # golden vectors for a port
+
+  hc run-kernel --compare golden.safetensors --impl exact          # ... read back and re-run
+
+  hc run-kernel --tokens 64 --limit 3 --plot comb.png              # and a picture
+"""
+
+
+def _source(tokens, seed, mixes, hidden, hidden_file, dim):
+    """The flags that choose the mixes -> one typed MixSource."""
+    from hccli.runkernel import run
+
+    if mixes is not None and (hidden or hidden_file is not None):
+        raise HcError("--mixes and --hidden are two sources of mixes; give one")
+    if tokens is not None and mixes is not None:
+        raise HcError("--tokens makes random mixes and --mixes reads them from a file; give one")
+    if dim is not None and not (hidden or hidden_file is not None):
+        raise HcError("--dim is the width of a hidden state; give it with --hidden")
+    if hidden or hidden_file is not None:
+        return run.HiddenState(tokens or run.inputs.SAMPLE_TOKENS, dim, seed, hidden_file)
+    if mixes is not None:
+        return run.MixesFile(mixes)
+    if tokens is not None:
+        return run.RandomMixes(tokens, seed)
+    return run.SampleMixes()
+
+
+def _site(checkpoint, layer, site):
+    from hccli.runkernel.run import SiteRef
+
+    if checkpoint is None and layer is not None:
+        raise HcError("--layer needs --checkpoint (the layer whose hc_base and hc_scale to use)")
+    if checkpoint is not None and layer is None:
+        raise HcError(f"--checkpoint {checkpoint}: also give --layer L (and --site attn|ffn)")
+    return None if checkpoint is None else SiteRef(checkpoint, layer, site)
+
+
+@app.command("run-kernel", epilog=EPILOG)
+def run_kernel_cmd(
+    impl: ImplOpt = "auto",
+    device: DeviceOpt = None,
+    tokens: TokensOpt = None,
+    seed: SeedOpt = 0,
+    mixes: MixesOpt = None,
+    checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="Take hc_base, hc_scale (and hc_fn) "
+                                                      "from this checkpoint (a path, or hf://org/name).")] = None,
+    layer: LayerOpt = None,
+    site: SiteOpt = "attn",
+    hidden: Annotated[bool, typer.Option("--hidden", help="Start from a random hidden state \\[tokens, hc, dim] "
+                                         "and compute the mixes as the model does.")] = False,
+    hidden_file: HiddenFileOpt = None,
+    dim: Annotated[Optional[int], typer.Option("--dim", callback=_at_least("--dim", 1), help="Width of the random "
+                                               "hidden state (default 64; a checkpoint's hc_fn fixes it).")] = None,
+    config: ConfigOpt = None,
+    hc_mult: HcMultOpt = None,
+    iters: ItersOpt = None,
+    eps: EpsOpt = None,
+    limit: Annotated[int, typer.Option("--limit", callback=_at_least("--limit", 0), help="Tokens to print "
+                                       "(and to draw with --plot: at least 1, at most 8).")] = 4,
+    save: Annotated[Optional[Path], typer.Option("--save", readable=False,  # written, never read: safe_write's rules
+                                                 help="Write inputs and outputs as golden vectors "
+                                                 "to this .safetensors file.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite the --save file.")] = False,
+    compare: CompareOpt = None,
+    atol: Annotated[float, typer.Option("--atol", help="With --compare: the largest absolute difference that "
+                                        "still counts as equal (default 0: bit for bit).")] = 0.0,
+    json_out: JsonOpt = False,
+    plot: PlotOpt = None,
+) -> None:
+    """Run the split-Sinkhorn op (pre, post and the 4 x 4 comb matrix) over sample mixes.
+
+    On a CUDA GPU with tilelang installed, the exact tilelang kernel runs (bit-identical
+    to the published reference kernel); elsewhere the torch reference does, and the output says
+    which ran and where. The input is the bundled sample unless --tokens, --mixes,
+    --hidden/--hidden-file or --checkpoint say otherwise. --compare FILE re-runs a --save file.
+    """
+    from hccli.cli.render import kernel as render_kernel
+    from hccli.cli.output import config_warning, emit_json, note, safe, show
+
+    if compare is not None and plot is not None:
+        raise HcError("--plot draws the outputs of a run and --compare prints a comparison; give one")
+    if compare is not None:
+        given = [flag for flag, v in (("--tokens", tokens), ("--mixes", mixes), ("--checkpoint", checkpoint),
+                                      ("--hidden", hidden or None), ("--hidden-file", hidden_file), ("--dim", dim),
+                                      ("--config", config), ("--hc-mult", hc_mult), ("--iters", iters),
+                                      ("--eps", eps), ("--save", save)) if v is not None]
+        if given:
+            raise HcError(f"--compare re-runs the inputs and parameters its file holds; drop {', '.join(given)}")
+        if not atol >= 0 or atol == float("inf"):
+            raise HcError(f"--atol {atol}: expected a finite number >= 0")
+        from hccli.runkernel import golden
+
+        result = golden.compare(golden.read(compare), impl, device, atol)
+        if json_out:
+            emit_json(golden.as_json(result))
+        else:
+            show(*render_kernel.comparison(result))
+        if not result.ok:
+            raise typer.Exit(1)
+        return
+
+    from hccli.runkernel.golden import check_save_target
+    from hccli.runkernel.run import Overrides, prepare, run, save_golden
+
+    source = _source(tokens, seed, mixes, hidden, hidden_file, dim)
+    where = _site(checkpoint, layer, site)
+    protect = Path(checkpoint) if checkpoint else None
+    if save is not None:
+        from hccli.base.safe_write import FileExists
+
+        try:
+            check_save_target(save, force=force, protect=protect)
+        except FileExists as exc:
+            raise HcError(f"--save {exc.message} (or pass --force)") from None
+        except HcError as exc:
+            raise HcError(f"--save {exc.message}") from None
+    if plot is not None and checkpoint is not None:
+        from hccli.cli.options import check_plot
+
+        check_plot(plot, forbidden_dir=checkpoint)  # before the kernel runs: nothing printed, nothing written
+    inp = prepare(source, site=where, config=config, overrides=Overrides(hc_mult, iters, eps))
+    config_warning(inp.config_note)
+    result = run(inp, impl, device)
+    if save is not None:
+        save_golden(result, save, force=force, protect=protect)  # checked again as it is written
+    if json_out:
+        emit_json(result.to_json())
+    else:
+        show(*render_kernel.renderables(result, limit=limit, saved=save))
+    if plot is not None:
+        from hccli.plot import write_plot
+        from hccli.plot.kernel import KernelFigureData, plot_kernel
+
+        note(safe(write_plot(plot, plot_kernel, KernelFigureData.from_result(result, limit),
+                             forbidden_dir=checkpoint)), wrap=False)

@@ -1,0 +1,150 @@
+"""`hc run-site`: the whole HC site (projection, split, collapse, write-back) of a model's layers."""
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from hccli.cli.app import app
+from hccli.cli.kernel_options import DeviceOpt, SeedOpt, _at_least, _input_file
+from hccli.cli.options import JsonOpt, LayersOpt, PlotOpt, SitesOpt
+from hccli.base.errors import HcError
+from hccli.kernels.registry import IMPL_NAMES
+
+EPILOG = """Examples:
+
+  hc run-site /tmp/tiny --layers 0-1                     # each site's pre, post, comb, stream RMS
+
+  hc run-site sample_configs/tiny-v4.1.json --tokens 4   # a config: sample values
+
+  hc run-site /tmp/tiny --sublayer zero --site ffn       # pure stream mixing
+
+  hc run-site /tmp/tiny --precision bf16                 # the projection in bf16: drift against f32
+
+  hc run-site /tmp/tiny --device cuda                    # on a GPU: the fused site kernels
+
+  hc run-site /tmp/tiny --save golden.safetensors        # golden site vectors for a port
+
+  hc run-site --compare golden.safetensors               # ... re-run from their inputs
+
+  hc check-port port.safetensors --golden golden.safetensors   # ... and a port's outputs judged
+"""
+
+PRECISIONS = ("f32", "tf32", "bf16", "f16")
+
+
+def _choice(flag: str, choices: tuple[str, ...]):
+    def check(value):
+        if value is not None and value not in choices:
+            raise HcError(f"{flag} {value!r}: expected one of {', '.join(choices)}")
+        return value
+    return check
+
+
+def _sublayer(value: str) -> str:
+    if value not in ("zero", "random"):
+        _input_file("--sublayer")(Path(value))
+    return value
+
+
+@app.command("run-site", epilog=EPILOG)
+def run_site_cmd(
+    source: Annotated[Optional[str], typer.Argument(
+        help="A checkpoint in any dialect hc reads (a folder, a .safetensors or .gguf file, hf://org/name), "
+             "or a config.json (sample values).", show_default=False)] = None,
+    config: Annotated[Optional[Path], typer.Option("--config", callback=_input_file("--config"),
+                                                   help="The checkpoint's config.json, where it has none.")] = None,
+    layers: LayersOpt = None,
+    sites: SitesOpt = None,
+    tokens: Annotated[Optional[int], typer.Option("--tokens", "-t", callback=_at_least("--tokens", 1),
+                                                  help="Seeded streams of this many tokens (default 16).")] = None,
+    seed: SeedOpt = 0,
+    streams: Annotated[Optional[Path], typer.Option(
+        "--streams", callback=_input_file("--streams"),
+        help="The streams \\[tokens, hc, dim] of the first site: .safetensors (tensor `streams`, BF16 or F32) "
+             "or a float32 .npy.")] = None,
+    sublayer: Annotated[str, typer.Option(
+        "--sublayer", callback=_sublayer, help="The sub-layer's output f at each site: zero (pure stream mixing), "
+        "random (seeded), or a .safetensors file of `LAYER.SITE.f` (or one `f`).")] = "random",
+    impl: Annotated[Optional[str], typer.Option(
+        "--impl", callback=_choice("--impl", ("numpy", *IMPL_NAMES)), show_default=False,
+        help="numpy (the reference, CPU; the default without --device), auto (the default with a GPU --device: "
+             "the fused site kernels site_pre and site_write where they have a build, else the torch path, saying "
+             "why), or torch / a kernel of run-kernel: the torch path, the split through that kernel.")] = None,
+    device: DeviceOpt = None,
+    precision: Annotated[str, typer.Option(
+        "--precision", callback=_choice("--precision", PRECISIONS),
+        help="The projection's operands in this format; the drift of pre, post, comb and h against f32 is "
+             "reported.")] = "f32",
+    save: Annotated[Optional[Path], typer.Option("--save", help="Write golden site vectors (inputs and every "
+                                                 "step) to this .safetensors file.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Overwrite the --save file.")] = False,
+    compare: Annotated[Optional[Path], typer.Option(
+        "--compare", callback=_input_file("--compare"),
+        help="Re-run the inputs of a --save file and compare every step (exit 1 beyond --atol).")] = None,
+    atol: Annotated[float, typer.Option("--atol", help="With --compare: the largest absolute difference that "
+                                        "still counts as equal (default 0: bit for bit).")] = 0.0,
+    json_out: JsonOpt = False,
+    plot: PlotOpt = None,
+) -> None:
+    """Run the HC site of a model's layers: mixes, pre/post/comb, collapse and write-back.
+
+    Each site's streams are the site before's output (V4.1: its pre is handed on too),
+    starting from seeded streams or --streams. Prints per site pre, post and token 0's comb,
+    and the streams' RMS in and out. --save writes golden vectors for a port; check-port
+    judges a port's outputs against them.
+    """
+    from hccli.cli.render import site as render_site
+    from hccli.cli.output import emit_json, note, safe, show
+
+    if compare is not None:
+        given = [flag for flag, v in (("SOURCE", source), ("--config", config), ("--layers", layers),
+                                      ("--site", sites), ("--tokens", tokens), ("--streams", streams),
+                                      ("--save", save), ("--plot", plot)) if v is not None]
+        if given or precision != "f32" or sublayer != "random":
+            extra = given + (["--precision"] if precision != "f32" else []) + \
+                (["--sublayer"] if sublayer != "random" else [])
+            raise HcError(f"--compare re-runs the inputs its file holds; drop {', '.join(extra)}")
+        if not atol >= 0 or atol == float("inf"):
+            raise HcError(f"--atol {atol}: expected a finite number >= 0")
+        from hccli.runsite.run import compare_file
+
+        result = compare_file(compare, impl, device, atol)
+        if json_out:
+            emit_json({**render_site.jsonable(result), "ok": result.ok})
+        else:
+            show(*render_site.comparison(result))
+        if not result.ok:
+            raise typer.Exit(1)
+        return
+    if source is None:
+        raise HcError("run-site needs SOURCE (a checkpoint or a config.json), or --compare FILE")
+    if tokens is not None and streams is not None:
+        raise HcError("--tokens makes seeded streams and --streams reads them from a file; give one")
+    from hccli.runsite.run import RunRequest, run_site
+    from hccli.runsite.source import open_model
+
+    if save is not None:
+        from hccli.runkernel.golden import check_save_target
+
+        try:
+            check_save_target(save, force=force, protect=Path(source) if Path(source).exists() else None)
+        except HcError as exc:
+            raise HcError(f"--save {exc.message}" + (" (or pass --force)" if "file exists" in exc.message else ""),
+                          ) from None
+    if plot is not None:
+        from hccli.cli.options import check_plot
+
+        check_plot(plot, forbidden_dir=source)
+    model = open_model(source, config, seed)
+    req = RunRequest(tokens, seed, streams, sublayer, layers, tuple(sites) if sites else None, precision, impl, device)
+    report = run_site(model, req, save)
+    if json_out:
+        emit_json(report)
+    else:
+        show(*render_site.renderables(report))
+    if plot is not None:
+        from hccli.plot import write_plot
+        from hccli.plot.site import SiteFigureData, plot_site
+
+        note(safe(write_plot(plot, plot_site, SiteFigureData.from_report(report), forbidden_dir=source)), wrap=False)

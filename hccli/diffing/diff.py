@@ -1,0 +1,379 @@
+"""`hc diff` core: did a conversion keep the hyper-connections?
+
+Two views (hccli/checkpoint/view.py) are compared in canonical names. Per HC tensor:
+presence (and whether the side's dialect can hold it at all: only the release
+layouts carry the DSpark/MTP stages), shape (a transpose named as such), stored
+dtype or GGML type, the largest absolute and relative difference, and the effect
+downstream: the pre/post weights and comb matrix that the base alone gives
+(mixes = 0), and those that seeded sample hidden states give through each side's
+whole site (hccli/diffing/effect.py, through hccli/ops/site.py's projection). The rest of the inventory is compared by name,
+dtype and shape unless values are asked for.
+
+Relative difference is |b - a| / max(|a|, |b|) per element (0 where both are 0);
+an element is within tolerance when |b - a| <= atol + rtol * |a| (A is the
+reference). NaN equals NaN at the same place. "equal" (bit-identical) means the
+same bits: +0.0 against -0.0 is within any tolerance, not equal. Nothing here prints.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Callable, Collection, Iterator
+
+import numpy as np
+
+from hccli.names import dialects as D
+from hccli.base.bounded import one_line
+from hccli.model.config.model import ConfigUnusable
+from hccli.diffing.effect import Effect, sample_hidden, sample_tokens, site_effects
+from hccli.diffing.select import (Advance, Meter, Selection, check_selection, hc_bytes, no_advance, numbering,
+                               shared_others, site_groups)
+from hccli.base.errors import HcError
+from hccli.checkpoint.view import HcTensor, HcView, OtherTensor, component_of, read_both
+from hccli.model.inventory_types import COMPONENTS
+from hccli.model.shape import differences
+from hccli.base.vocab import HC_PARTS, SITE_ORDER
+
+SAMPLE_TOKENS = 16
+SAMPLE_SEED = 0
+
+# Statuses, worst first. A tensor the side's dialect cannot hold is not a defect.
+MISSING_A, MISSING_B, TRANSPOSED, SHAPE = "only_in_b", "only_in_a", "transposed", "shape"
+DIFFERS, WITHIN, EQUAL, NOT_IN_DIALECT = "differs", "within", "equal", "not_in_dialect"
+_RANK = {MISSING_A: 0, MISSING_B: 0, TRANSPOSED: 0, SHAPE: 0, DIFFERS: 1, WITHIN: 2, EQUAL: 3, NOT_IN_DIALECT: 4}
+_PART_ORDER = {p: i for i, p in enumerate(HC_PARTS)}
+
+
+@dataclass(frozen=True)
+class SiteRow:
+    layer: int
+    site: str
+    part: str
+    name: str  # canonical tensor name
+    status: str
+    max_abs: float | None
+    max_rel: float | None
+    beyond: int | None  # elements outside the tolerance
+    rel_to_max: float | None  # max abs / A's largest |value|: comparable across tensors; sorts the table
+    dtype_a: str | None
+    dtype_b: str | None
+    shape_a: tuple[int, ...] | None
+    shape_b: tuple[int, ...] | None
+    stored_a: str | None
+    stored_b: str | None
+    effect: Effect | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (WITHIN, EQUAL, NOT_IN_DIALECT)
+
+
+@dataclass(frozen=True)
+class Changed:
+    name: str
+    component: str
+    dtype_a: str
+    dtype_b: str
+    shape_a: tuple[int, ...]
+    shape_b: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ComponentRow:
+    component: str
+    tensors_a: int
+    tensors_b: int
+    only_in_a: int
+    only_in_b: int
+    changed: int  # in both, with another dtype or shape, or values compared that differ
+    bytes_a: int
+    bytes_b: int
+    params_a: int
+    params_b: int
+
+
+@dataclass(frozen=True)
+class ValueRow:
+    name: str
+    component: str
+    status: str  # "equal" | "within" | "differs" | "not compared: ..."
+    max_abs: float | None
+    max_rel: float | None
+
+
+@dataclass(frozen=True)
+class DiffReport:
+    label_a: str
+    label_b: str
+    dialect_a: str
+    dialect_b: str
+    model: dict[str, Any]  # hc_mult, n_layers, dim and where each side's came from
+    atol: float
+    rtol: float
+    sample_tokens: int
+    seed: int
+    sites: tuple[SiteRow, ...]
+    only_in_a: tuple[str, ...]
+    only_in_b: tuple[str, ...]
+    changed: tuple[Changed, ...]
+    components: tuple[ComponentRow, ...]
+    values: tuple[ValueRow, ...] | None
+    bytes_read_a: int
+    bytes_read_b: int
+    config_note_a: ConfigUnusable | None = None  # a config.json beside A or B, set aside
+    config_note_b: ConfigUnusable | None = None
+    notes: tuple[str, ...] = ()  # what diff chose for itself (fewer sample tokens), said once
+    selection: Selection = Selection(None, None)  # the layers and sites compared (None: all)
+    hc_tensors: int = 0  # HC tensor names on either side, selected or not
+    shared_others: int = 0  # other tensors both sides hold, selected or not
+
+    @property
+    def hc_ok(self) -> bool:
+        return all(r.ok for r in self.sites)
+
+    @property
+    def hc_compared(self) -> int:
+        """HC tensors compared: those a side's dialect cannot hold are not."""
+        return sum(r.status != NOT_IN_DIALECT for r in self.sites)
+
+    @property
+    def not_kept(self) -> int:
+        """HC tensors not kept and other tensors whose values differ: exit 1 when any."""
+        return sum(not r.ok for r in self.sites) + sum(v.status == DIFFERS for v in self.values or ())
+
+    @property
+    def exit_code(self) -> int:
+        return 1 if self.not_kept else 0
+
+    def to_json(self) -> dict[str, Any]:
+        doc = asdict(self)
+        doc["sites"] = [{**asdict(r), "ok": r.ok} for r in self.sites]
+        doc["hc_ok"] = self.hc_ok
+        doc["not_kept"] = self.not_kept
+        doc["exit_code"] = self.exit_code
+        return doc
+
+
+# --- the model they are ------------------------------------------------------------------
+
+def model_difference(a: HcView, b: HcView) -> str | None:
+    """How two views are different models (model_shape.differences: what --verify holds a
+    checkpoint to its config by), or None."""
+    diffs = differences(a.model, b.model)
+    if not diffs:
+        return None
+    return (f"{a.label} and {b.label} are different models: {', '.join(f'{d.what} {d.a} vs {d.b}' for d in diffs)} "
+            f"(A from {a.model.source}, B from {b.model.source})")
+
+
+# --- comparing values ----------------------------------------------------------------------
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bit for bit the same values (+0.0 and -0.0 are equal numbers, not the same value; two types: as float64)."""
+    a, b = (a, b) if a.dtype == b.dtype else (a.astype(np.float64), b.astype(np.float64))
+    bits = np.dtype(f"u{a.dtype.itemsize}")
+    return a.shape == b.shape and np.array_equal(a.view(bits), b.view(bits))
+
+
+def _compare(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> tuple[float, float, int, bool, float]:
+    """(max abs, max rel, elements beyond tolerance, bit-identical values, max abs / max |a|)."""
+    if same_bits(a, b):  # the common case, without float64 copies
+        return 0.0, 0.0, 0, True, 0.0
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    both_nan = np.isnan(a64) & np.isnan(b64)
+    with np.errstate(all="ignore"):
+        diff = np.where(both_nan | (a64 == b64), 0.0, np.abs(b64 - a64))  # inf == inf: 0, not nan
+        denom = np.maximum(np.abs(a64), np.abs(b64))
+        rel = np.where(diff == 0, 0.0, diff / np.where(denom == 0, 1.0, denom))
+        bad = (diff != 0) & ~(diff <= atol + rtol * np.abs(a64))  # a nan difference is beyond any tolerance
+    identical = False  # the bits differ (same_bits above); numerically equal values are "within", 0 apart
+    mx = float(np.max(diff)) if diff.size else 0.0
+    mr = float(np.max(rel)) if rel.size else 0.0
+    top = float(np.max(np.abs(a64))) if a64.size else 0.0
+    scaled = 0.0 if mx == 0 else (mx / top if top > 0 and np.isfinite(top) else float("inf"))
+    return mx, mr, int(bad.sum()), identical, scaled
+
+
+def _row(layer: int, hc, ta: HcTensor | None, tb: HcTensor | None, status: str, stats=None) -> SiteRow:
+    mx, mr, beyond, scaled = stats if stats else (None, None, None, None)
+    return SiteRow(layer, hc.site, hc.part, hc.canonical(), status, mx, mr, beyond, scaled,
+                   ta.dtype if ta else None, tb.dtype if tb else None,
+                   ta.shape if ta else None, tb.shape if tb else None,
+                   ta.stored_name if ta else None, tb.stored_name if tb else None)
+
+
+def compare_hc(a: HcView, b: HcView, *, atol: float, rtol: float, tokens: int, seed: int,
+               advance: Advance = no_advance, selection: Selection = Selection(None, None)) -> list[SiteRow]:
+    n_layers, n_stages = numbering(a, b)
+    hc_mult, dim = a.model.hc_mult or b.model.hc_mult, a.model.dim or b.model.dim
+    hidden = sample_hidden(tokens, seed, hc_mult, dim) if hc_mult and dim and tokens else None
+    via = f"{tokens} sample tokens (seed {seed})"
+    sites = site_groups(a, b, selection)
+    rows: list[SiteRow] = []
+    for ((owner, site), names), (ra, rb) in zip(sites.items(), read_both(a, b, sites.values())):
+        va: dict[str, np.ndarray] = {}
+        vb: dict[str, np.ndarray] = {}
+        part_rows: dict[str, SiteRow] = {}
+        for hc in sorted(names, key=lambda h: _PART_ORDER[h.part]):
+            layer = hc.layer(n_layers, n_stages)
+            ta, tb = a.hc.get(hc.canonical()), b.hc.get(hc.canonical())
+            if ta is None or tb is None:
+                side = b if ta is not None else a
+                absent = D.spell_hc(hc, side.dialect.dialect) is None
+                status = NOT_IN_DIALECT if absent else (MISSING_B if ta is not None else MISSING_A)
+                part_rows[hc.part] = _row(layer, hc, ta, tb, status)
+                continue
+            xa, xb = ra[hc.part], rb[hc.part]
+            if xa.shape != xb.shape:
+                status = TRANSPOSED if xa.ndim == 2 and xa.shape == xb.shape[::-1] else SHAPE
+                part_rows[hc.part] = _row(layer, hc, ta, tb, status)
+                continue
+            mx, mr, beyond, same, scaled = _compare(xa, xb, atol, rtol)
+            status = EQUAL if same else (WITHIN if beyond == 0 else DIFFERS)
+            part_rows[hc.part] = _row(layer, hc, ta, tb, status, (mx, mr, beyond, scaled))
+            va[hc.part], vb[hc.part] = xa, xb
+        alone, sample = site_effects(a, b, site, va, vb, hidden, via)
+        for part, row in part_rows.items():
+            eff = alone if part == "base" else sample
+            rows.append(row if eff is None else SiteRow(**{**row.__dict__, "effect": eff}))
+        advance(hc_bytes(a, b, names), owner or "head")
+    return sort_rows(rows)
+
+
+def sort_rows(rows: list[SiteRow]) -> list[SiteRow]:
+    """Worst first: structural defects, then the largest difference against the tensor's own
+    magnitude (an F16 fn's rounding sorts below a Q8_0 fn's blocks, whatever the elements)."""
+    def key(r: SiteRow):
+        s = 0.0 if r.rel_to_max is None else (np.inf if r.rel_to_max != r.rel_to_max else r.rel_to_max)
+        return (_RANK[r.status], -s, r.layer, SITE_ORDER[r.site], _PART_ORDER[r.part])
+    return sorted(rows, key=key)
+
+
+# --- the rest of the inventory -------------------------------------------------------------
+
+def _inventory(v: HcView) -> dict[str, OtherTensor]:
+    """canonical name -> its record, HC tensors included."""
+    out = {t.canonical: OtherTensor(t.canonical, t.stored_name, t.dtype, t.shape, t.nbytes, math.prod(t.shape))
+           for t in v.hc.values()}
+    out.update(zip([t.name for t in v.others], v.others))
+    return out
+
+
+def compare_inventory(a: HcView, b: HcView, differ: Collection[str] = ()):
+    """Names only in A or B, dtype or shape changes, and per component the tensors changed:
+    another dtype or shape, or values that were compared and differ (`differ`)."""
+    ia, ib = _inventory(a), _inventory(b)
+    only_a = tuple(n for n in ia if n not in ib)
+    only_b = tuple(n for n in ib if n not in ia)
+    comp = {n: component_of(n) for n in (*ia, *only_b)}
+    changed = tuple(Changed(n, comp[n], x.dtype, y.dtype, x.shape, y.shape)
+                    for n, x in ia.items() if (y := ib.get(n)) is not None and x[2:4] != y[2:4])
+    acc: dict[str, list[int]] = {}
+    for side, inv, only in ((0, ia, set(only_a)), (1, ib, set(only_b))):
+        for n, x in inv.items():
+            c = acc.get(comp[n]) or acc.setdefault(comp[n], [0] * 9)
+            c[side] += 1
+            c[5 + side] += x.nbytes
+            c[7 + side] += x.logical_params
+        for n in only:
+            acc[comp[n]][2 + side] += 1
+    for n in {ch.name for ch in changed} | {n for n in differ if n in ia and n in ib}:
+        acc[comp[n]][4] += 1
+    order = {c: i for i, c in enumerate((*COMPONENTS, "other"))}
+    comps = tuple(ComponentRow(c, *v) for c, v in sorted(acc.items(), key=lambda kv: order[kv[0]]))
+    return only_a, only_b, changed, comps
+
+
+def _paired(ita: Iterator[np.ndarray], itb: Iterator[np.ndarray]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Two chunk streams of one element sequence, re-cut into pieces of equal length."""
+    xa: np.ndarray | None = np.empty(0)
+    xb: np.ndarray | None = np.empty(0)
+    while True:
+        if xa is not None and not len(xa):
+            xa = next(ita, None)
+        if xb is not None and not len(xb):
+            xb = next(itb, None)
+        if xa is None or xb is None:
+            return
+        n = min(len(xa), len(xb))
+        yield xa[:n], xb[:n]
+        xa, xb = xa[n:], xb[n:]
+
+
+def compare_values(a: HcView, b: HcView, *, atol: float, rtol: float, advance: Advance = no_advance,
+                   selection: Selection = Selection(None, None)) -> tuple[ValueRow, ...]:
+    """Every selected non-HC tensor both sides hold, streamed chunk by chunk (bounded memory)."""
+    out = []
+    for ta, tb in shared_others(a, b, selection):
+        comp = component_of(ta.name)
+        na, nb = math.prod(ta.shape), math.prod(tb.shape)
+        both, told, seen = ta.nbytes + tb.nbytes, 0, 0  # bytes advanced so far, elements compared
+        if ta.shape != tb.shape or na != nb:
+            advance(both, ta.name)
+            out.append(ValueRow(ta.name, comp, f"not compared: shape {list(ta.shape)} vs {list(tb.shape)}",
+                                None, None))
+            continue
+        ca, cb = a.value_chunks(ta.stored_name), b.value_chunks(tb.stored_name)
+        if ca is None or cb is None:
+            what = ta.dtype if ca is None else tb.dtype
+            advance(both, ta.name)
+            out.append(ValueRow(ta.name, comp, f"not compared: {what} values are not decoded here", None, None))
+            continue
+        mx = mr = 0.0
+        beyond, same = 0, True
+        for xa, xb in _paired(ca, cb):
+            m, r, bad, eq, _ = _compare(xa, xb, atol, rtol)
+            mx, mr, beyond, same = max(mx, m), max(mr, r), beyond + bad, same and eq
+            seen += len(xa)
+            now = both * seen // na
+            advance(now - told, ta.name)
+            told = now
+        advance(both - told, ta.name)
+        out.append(ValueRow(ta.name, comp, EQUAL if same else (WITHIN if beyond == 0 else DIFFERS), mx, mr))
+    return tuple(out)
+
+
+def build_diff(a: HcView, b: HcView, *, atol: float = 0.0, rtol: float = 0.0, tokens: int = SAMPLE_TOKENS,
+               seed: int = SAMPLE_SEED, values_all: bool = False,
+               progress: Callable[[int, int, str], None] | None = None,
+               layers: frozenset[int] | None = None, sites: frozenset[str] | None = None) -> DiffReport:
+    """layers and sites (None: all) limit the HC comparison and the values compared; the
+    inventory is always of the whole checkpoints."""
+    for v, side in ((a, "A"), (b, "B")):
+        if not v.hc:
+            raise HcError(f"{v.label}: no hyper-connection tensors found (dialect {v.dialect.dialect}); "
+                          f"expected a DeepSeek-V4-family checkpoint as {side}")
+        if v.second_spellings:
+            (x, y, canonical), more = v.second_spellings[0], len(v.second_spellings) - 1
+            raise HcError(f"{v.label}: '{one_line(x, 120)}' and '{one_line(y, 120)}' both spell "
+                          f"'{one_line(canonical, 120)}' (duplicate_spelling"
+                          f"{f', and {more} more pairs' if more else ''}); expected one name per tensor in {side}, "
+                          "as a loader may take either")
+    why = model_difference(a, b)
+    if why:
+        raise HcError(why)
+    if atol < 0 or rtol < 0 or atol != atol or rtol != rtol:
+        raise HcError(f"--atol {atol} / --rtol {rtol}: expected non-negative numbers")
+    selection = Selection(layers, sites)
+    n_layers, n_stages = numbering(a, b)
+    head_mix = any(not t.hc.kind for v in (a, b) for t in v.hc.values())
+    check_selection(selection, n_layers, n_stages, head_mix, "A and B")
+    tokens, sampled = sample_tokens(tokens, a.model.hc_mult or b.model.hc_mult, a.model.dim or b.model.dim)
+    total = sum(hc_bytes(a, b, names) for names in site_groups(a, b, selection).values())
+    total += sum(x.nbytes + y.nbytes for x, y in shared_others(a, b, selection)) if values_all else 0
+    advance = Meter(total, progress) if progress else no_advance
+    rows = compare_hc(a, b, atol=atol, rtol=rtol, tokens=tokens, seed=seed, advance=advance, selection=selection)
+    if not rows:
+        why = " (this family has no head mix)" if sites and "head" in sites and not head_mix else ""
+        raise HcError(f"{selection.describe()}: A and B hold no hyper-connection tensor there to compare{why}")
+    values = compare_values(a, b, atol=atol, rtol=rtol, advance=advance, selection=selection) \
+        if values_all else None
+    differ = {r.name for r in rows if r.status == DIFFERS} | {v.name for v in values or () if v.status == DIFFERS}
+    only_a, only_b, changed, comps = compare_inventory(a, b, differ)
+    model = {"hc_mult": a.model.hc_mult or b.model.hc_mult, "n_layers": a.model.n_layers or b.model.n_layers,
+             "dim": a.model.dim or b.model.dim, "source_a": a.model.source, "source_b": b.model.source}
+    return DiffReport(a.label, b.label, a.dialect.dialect, b.dialect.dialect, model, atol, rtol, tokens, seed,
+                      tuple(rows), only_a, only_b, changed, comps, values, a.bytes_read, b.bytes_read,
+                      a.config_note, b.config_note, (sampled,) if sampled else (), selection,
+                      len({*a.hc, *b.hc}), len({t.name for t in a.others} & {t.name for t in b.others}))

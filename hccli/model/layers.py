@@ -1,0 +1,209 @@
+"""The layer plan: the role of every layer and the groups those roles form.
+
+Everything is derived from the config's lists (compress_ratios, kv/index source
+layers, Engram layers, hash layers, stages); nothing is specific to one model.
+
+Roles of a backbone layer's attention:
+- window:     compress ratio 0, sliding window only
+- source:     a KV source: owns the KV compressor and the indexer's key side
+- reindex:    reads the source's KV but runs its own indexer query side
+- reuse:      reads the source's KV and reuses the published top-k
+- compressed: owns its compressor (families without KV sources, i.e. V4)
+Tags beside the role: engram (an Engram module sits before it), hash (hash-routed
+MoE). DSpark/MTP stages come after the backbone, numbered n_layers + s, named mtp.s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hccli.model.config.model import ModelConfig
+from hccli.base.errors import HcError
+
+
+@dataclass(frozen=True, slots=True)
+class LayerInfo:
+    """One backbone layer or stage, with its KV role."""
+
+    index: int  # backbone 0..n_layers-1; stages n_layers + s
+    name: str  # "layers.3" or "mtp.0"
+    is_stage: bool
+    compress_ratio: int
+    role: str
+    kv_source: int | None  # the KV source layer it reads (itself for a source)
+    engram: bool
+    hash_routed: bool
+    group: int  # index into LayerPlan.groups
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        t = [self.role]
+        if self.engram:
+            t.append("engram")
+        if self.hash_routed:
+            t.append("hash")
+        if self.is_stage:
+            t.append("stage")
+        return tuple(t)
+
+
+@dataclass(frozen=True, slots=True)
+class Group:
+    """A run of layers that the layer-group table shows as one row."""
+
+    index: int
+    first: int
+    last: int
+    kind: str  # "window" | "kv" | "compressed" | "stages"
+    description: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.first}-{self.last}" if self.last != self.first else f"{self.first}"
+
+    @property
+    def size(self) -> int:
+        return self.last - self.first + 1
+
+
+@dataclass(frozen=True, slots=True)
+class LayerPlan:
+    """Every layer and stage of a model, and their groups."""
+
+    layers: tuple[LayerInfo, ...]
+    groups: tuple[Group, ...]
+    n_backbone: int
+
+    @property
+    def backbone(self) -> tuple[LayerInfo, ...]:
+        return self.layers[: self.n_backbone]
+
+    @property
+    def stages(self) -> tuple[LayerInfo, ...]:
+        return self.layers[self.n_backbone:]
+
+    def groups_of(self, indices) -> set[int]:
+        return {self.layers[i].group for i in indices}
+
+    def groups_spanning(self, first: int, last: int) -> tuple[int, ...] | None:
+        """The groups that exactly cover layers first..last; None when the bounds cut into a group."""
+        starts = [g.index for g in self.groups if g.first == first]
+        ends = [g.index for g in self.groups if g.last == last]
+        if not starts or not ends or ends[0] < starts[0]:
+            return None
+        return tuple(range(starts[0], ends[0] + 1))
+
+
+def format_ranges(xs) -> str:
+    """Sorted layer numbers as runs: [2, 3, 4, 8, 14, 15] -> '2-4,8,14-15'."""
+    xs = sorted(xs)
+    out, i = [], 0
+    while i < len(xs):
+        j = i
+        while j + 1 < len(xs) and xs[j + 1] == xs[j] + 1:
+            j += 1
+        out.append(f"{xs[i]}-{xs[j]}" if j > i else str(xs[i]))
+        i = j + 1
+    return ",".join(out)
+
+
+def check_layer_range(layers, n_layers: int, n_stages: int, head_mix: bool, numbered: str,
+                      where: str = "") -> None:
+    """An HcError naming the first of `layers` past the last layer, and how they are numbered:
+    backbone, stages, then the head mix only where the family has one (V4.1 has none, so its
+    last stage is its last number). `numbered` says whose numbering it is ("this checkpoint
+    numbers its layers"); `where`, if given, opens the line (a checkpoint's label)."""
+    last = n_layers + n_stages - (0 if head_mix else 1)
+    past = sorted(n for n in layers if n > last)
+    if not past:
+        return
+    kinds = [f"backbone {format_ranges(range(n_layers))}"] if n_layers else []
+    kinds += [f"stages {format_ranges(range(n_layers, n_layers + n_stages))}"] if n_stages else []
+    kinds += [f"head mix {last}"] if head_mix else []
+    raise HcError(f"{where + ': ' if where else ''}layer {past[0]} is out of range: {numbered} "
+                  f"{'0-' + str(last) if last >= 0 else 'none'} ({', '.join(kinds) or 'no layers'})")
+
+
+def _role(cfg: ModelConfig, i: int) -> tuple[str, int | None]:
+    ratio = cfg.compress_ratios[i]
+    if ratio == 0:
+        return "window", None
+    if not cfg.kv_source_layers:
+        return "compressed", i
+    source = max((s for s in cfg.kv_source_layers if s <= i), default=None)
+    if source is None:  # validated away in model/config/model.py; kept for safety
+        return "compressed", i
+    if i == source:
+        return "source", source
+    if i in cfg.index_source_layers:
+        return "reindex", source
+    return "reuse", source
+
+
+def _describe(cfg: ModelConfig, members: list[tuple[int, str, int | None]], kind: str) -> str:
+    ratios = sorted({cfg.compress_ratios[i] for i, _, _ in members})
+    ratio_text = "ratio " + "/".join(str(r) for r in ratios)
+    if kind == "window":
+        return "window only"
+    if kind == "stages":
+        noun = "DSpark" if cfg.stage_kind == "dspark" else "MTP"
+        return f"{len(members)} {noun} stage{'s' if len(members) != 1 else ''}"
+    if kind == "compressed":
+        return f"{len(members)} layers, each with its own compressor ({ratio_text})"
+    source = members[0][0]
+    reindex = [i for i, role, _ in members if role == "reindex"]
+    reuse = sum(1 for _, role, _ in members if role == "reuse")
+    parts = [f"KV source {source}"]
+    if reindex:
+        parts.append("re-index " + ",".join(str(i) for i in reindex))
+    parts.append(f"{reuse} reusing")
+    return ", ".join(parts) + f" ({ratio_text})"
+
+
+def plan_layers(cfg: ModelConfig) -> LayerPlan:
+    n = cfg.n_layers
+    rows = [(i, *_role(cfg, i)) for i in range(n)]
+    # A group is a run of window-only layers, a KV source with the layers that
+    # read it, or (without KV sources) a run of self-compressing layers.
+    groups: list[tuple[str, list]] = []
+    for row in rows:
+        i, role, _ = row
+        kind = "window" if role == "window" else ("compressed" if role == "compressed" else "kv")
+        starts_new = (
+            not groups
+            or groups[-1][0] != kind
+            or role == "source"
+        )
+        if starts_new:
+            groups.append((kind, [row]))
+        else:
+            groups[-1][1].append(row)
+    stage_rows = [(n + s, "window" if cfg.compress_ratios[n + s] == 0 else "compressed", None)
+                  for s in range(cfg.n_stages)]
+    if stage_rows:
+        groups.append(("stages", stage_rows))
+
+    group_objs = []
+    layer_group: dict[int, int] = {}
+    for g, (kind, members) in enumerate(groups):
+        group_objs.append(Group(g, members[0][0], members[-1][0], kind, _describe(cfg, members, kind)))
+        for i, _, _ in members:
+            layer_group[i] = g
+
+    layers = []
+    for i, role, source in rows + stage_rows:
+        is_stage = i >= n
+        layers.append(
+            LayerInfo(
+                index=i,
+                name=f"mtp.{i - n}" if is_stage else f"layers.{i}",
+                is_stage=is_stage,
+                compress_ratio=cfg.compress_ratios[i],
+                role=role,
+                kv_source=source,
+                engram=(not is_stage) and i in cfg.engram_layer_ids,
+                hash_routed=(not is_stage) and i < cfg.n_hash_layers,
+                group=layer_group[i],
+            )
+        )
+    return LayerPlan(tuple(layers), tuple(group_objs), n)

@@ -1,0 +1,95 @@
+"""The mistakes `hc check-port` tests a departing port for, each with the public report behind it.
+
+A mistake is a Variant of the site's forward (hccli/ops/site.py): the same ops, computed the
+way a port got them wrong. Two mistakes of one kind are never paired (one projection
+format at a time, one iteration count). docs/commands/check-port.md lists them with their reports.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+from hccli.ops.site import FAMILY_NORM_EPS, SiteParams, Variant
+
+# Constants a fused kernel's factor is named by when the fitted one is this close (relative):
+# a bf16 collapsed carries 2^-8 of its own.
+NAMED_FACTORS = {"sqrt(2)": math.sqrt(2), "1/sqrt(2)": 1 / math.sqrt(2), "2": 2.0, "1/2": 0.5}
+FACTOR_CLOSE = 2.0 ** -7
+
+
+@dataclass(frozen=True)
+class Mistake:
+    key: str  # stable id, in --json
+    text: str  # what it is, in the verdict
+    kind: str  # mistakes of one kind are not paired
+    report: str  # the public report (or source) behind it
+    changes: tuple[tuple[str, object], ...]  # the Variant fields it sets
+
+    def variant(self, base: Variant | None = None) -> Variant:
+        return replace(base or Variant(), **dict(self.changes))
+
+
+def _m(key, text, kind, report, **changes) -> Mistake:
+    return Mistake(key, text, kind, report, tuple(sorted(changes.items())))
+
+
+def catalogue(params: SiteParams, max_iters: int) -> list[Mistake]:
+    """Every single mistake that applies to a model of these parameters (the iteration count
+    scanned over 1..max_iters, the model's own left out)."""
+    other_eps = FAMILY_NORM_EPS["v4" if params.family == "v4.1" else "v4.1"]
+    out = [
+        _m("comb-untransposed", "comb applied untransposed in the write-back (sum_j comb[k, j] x[j])", "writeback",
+           "NeMo-Automodel #2154; Megatron-LM #4957", comb_transposed=False),
+        _m("post-mult-1", "post multiplier 1 instead of 2", "post",
+           "TileKernels mhc_pre default post_mult_value=1.0 (vLLM passes 2)", post_mult=1.0),
+        _m("softmax-eps", "hc_eps left out after the comb softmax", "softmax-eps", "maxtext #4337",
+           softmax_eps=False),
+        _m("sum-eps", "hc_eps left out of the Sinkhorn row and column sums", "sum-eps", "maxtext #4337",
+           sum_eps=False),
+        _m("softmax-axis", "comb softmax over j (the column) instead of k (the row)", "softmax-axis",
+           "the reference kernel's reduce_max/reduce_sum over dim 1", softmax_axis=-2),
+        _m("norm-eps", f"norm_eps {other_eps:g} (the other family's) instead of {params.norm_eps:g}", "norm-eps",
+           "norm_eps 1e-20 in V4.1-Flash's inference/config.json, rms_norm_eps 1e-6 in V4's", norm_eps=other_eps),
+        _m("rms-stream", "RMS statistic over each stream's dim instead of over hc*dim", "rms",
+           "the published hc_mixes: one statistic a token over x.flatten(2)", rms_over="stream"),
+        _m("projection-bf16", "projection in bf16 (streams and fn rounded to bf16)", "projection",
+           "llama.cpp #28696", projection="bf16"),
+        _m("projection-f16", "projection in f16 (streams and fn rounded to f16)", "projection",
+           "llama.cpp #28696 (the same mistake in f16)", projection="f16"),
+        _m("projection-tf32", "projection in tf32 (fn and streams rounded to tf32)", "projection",
+           "TileKernels mhc_pre_big_fuse (round_to_tf32 on fn)", projection="tf32"),
+        _m("fn-bf16", "fn stored in bf16", "projection", "llama.cpp #28696 (a bf16 copy of fn)",
+           projection="fn-bf16"),
+        _m("collapse-bf16", "collapse summed in bf16", "collapse-sum",
+           "the published hc_pre sums in float32 (x.float())", collapse_sum="bf16"),
+    ]
+    if params.family == "v4.1":
+        out.append(_m("collapse-own", "V4's own-site collapse in a V4.1 model (pre_mix_in ignored)", "collapse",
+                      "V4.1-Flash inference/model.py Block.forward (hc_pre(x, pre_mix))", collapse_with="own"))
+    else:
+        out.append(_m("collapse-handoff", "V4.1's delayed hand-off in a V4 model", "collapse",
+                      "V4-Flash inference/model.py Block.forward (hc_pre with the site's own pre)",
+                      collapse_with="handoff"))
+    out += [_m(f"iters-{k}", f"{k} Sinkhorn iterations instead of {params.iters}", "iters",
+               "maxtext #4337; TileKernels mhc_pre default sinkhorn_repeat=10 (the model uses 20)", iters=k)
+            for k in range(1, max_iters + 1) if k != params.iters]
+    return out
+
+
+FACTOR = Mistake("collapsed-factor", "a factor {c} on collapsed (the sub-layer input)", "factor",
+                 "vLLM #56342 (sqrt(2) from a fused kernel on 64-wide wavefronts)", ())
+
+
+def factor_name(c: float) -> str:
+    for name, value in NAMED_FACTORS.items():
+        if abs(c / value - 1) <= FACTOR_CLOSE:
+            return name
+    return f"{c:.6g}"
+
+
+def snap_factor(c: float) -> float:
+    for value in NAMED_FACTORS.values():
+        if abs(c / value - 1) <= FACTOR_CLOSE:
+            return value
+    return c

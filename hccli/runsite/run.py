@@ -1,0 +1,218 @@
+"""`hc run-site` core: run a model's HC sites on streams, summarise each, save golden vectors,
+re-run a golden file. The CLI parses its options into a RunRequest; nothing here prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from hccli.base.errors import HcError
+from hccli.ops.site import REFERENCE, ChainSite, SiteRef, Variant, cast, forward, run_chain, sample_streams
+from hccli.runsite.source import SiteModel, check_tokens, read_streams, sublayer_outputs
+
+DEFAULT_TOKENS = 16
+# numpy: hccli/ops/site.py; auto: the site kernels on a GPU (kernels/site_fused.py), else as the rest: the torch
+# path, kernels/site_torch.py, the split through that kernel
+PATHS = ("numpy", "torch", "site-kernels")  # what a run's sites went through (SiteRunReport.path)
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    tokens: int | None = None  # None: DEFAULT_TOKENS seeded tokens (or the streams file's)
+    seed: int = 0
+    streams: Path | None = None
+    sublayer: str = "random"  # "zero" | "random" | a .safetensors file
+    layers: frozenset[int] | None = None
+    sites: tuple[str, ...] | None = None
+    precision: str = "f32"  # the projection's operands: f32 | tf32 | bf16 | f16
+    impl: str | None = None  # None: numpy, or auto where --device names a GPU
+    device: str | None = None
+
+
+@dataclass(frozen=True)
+class SiteRow:
+    key: str  # "3.attn", as the golden names it
+    layer: int
+    site: str
+    name: str  # "layers.3", "mtp.0", "head"
+    pre: list[float] | None  # token 0's
+    post: list[float] | None
+    comb: list[list[float]] | None  # token 0's, row j = from stream j, column k = to stream k
+    rms_in: list[float]  # each stream's RMS over the tokens and dim, into the site
+    rms_out: list[float] | None  # and out of it (None at a head)
+    collapsed_rms: float
+    drift: dict[str, float] | None = None  # max |at --precision - f32| of pre, post, comb, h (collapsed)
+
+
+@dataclass(frozen=True)
+class SiteRunReport:
+    source: str
+    source_kind: str  # "checkpoint" | "config"
+    dialect: str
+    family: str
+    hc_mult: int
+    sinkhorn_iters: int
+    hc_eps: float
+    norm_eps: float
+    params_origin: str
+    dim: int
+    tokens: int
+    streams: str  # where the streams came from
+    streams_dtype: str
+    sublayer: str
+    impl: str
+    precision: str
+    sites: tuple[SiteRow, ...]
+    saved: str | None = None
+    notes: tuple[str, ...] = field(default=())
+    path: str = "numpy"  # PATHS: numpy, the torch path or the site kernels
+
+
+def default_impl(impl: str | None, device: str | None) -> str:
+    """--impl as given; without one, numpy on the CPU and auto (the site kernels) on another --device."""
+    if impl is not None:
+        return impl
+    return "numpy" if device in (None, "cpu") else "auto"
+
+
+@dataclass(frozen=True)
+class Compute:
+    run: Callable  # run(inputs, params, variant) -> {step: float32 array}
+    path: str  # PATHS
+    how: str  # what runs it, in words
+    note: str | None = None  # why the site kernels did not run on the GPU in use
+
+
+def compute_for(impl: str | None, device: str | None, hc_mult: int, dim: int, streams_dtype: str,
+                unsupported: str | None = None) -> Compute:
+    """numpy's forward, or (kernels/site_fused.py) the site kernels or the torch path with the split
+    through the chosen kernel; `unsupported`: why this run needs what the site kernels do not give."""
+    impl = default_impl(impl, device)
+    if impl == "numpy":
+        if device not in (None, "cpu"):
+            raise HcError(f"--device {device}: the numpy forward runs on the CPU; give --impl auto, torch or a kernel")
+        return Compute(forward, "numpy", "numpy: hccli/ops/site.py, float32 in the published order")
+    from hccli.kernels.site_fused import choose
+
+    p = choose(impl, device, hc_mult, dim, streams_dtype, unsupported)
+    return Compute(p.compute, p.name, p.how, p.note)
+
+
+def _unsupported(req: RunRequest, save: Path | None) -> str | None:
+    if req.precision != "f32":
+        return f"--precision {req.precision} rounds the projection's operands, and they compute it in float32"
+    if save is not None:
+        return "--save writes every step, and site_pre keeps the rms statistic (rsqrt) inside"
+    return None
+
+
+def _select(model: SiteModel, req: RunRequest) -> Callable[[SiteRef], bool]:
+    def wanted(r: SiteRef) -> bool:
+        return (req.layers is None or r.layer in req.layers) and (req.sites is None or r.site in req.sites)
+    if not any(wanted(r) for r in model.plan):
+        from hccli.model.layers import format_ranges
+
+        have = format_ranges(sorted({r.layer for r in model.plan}))
+        raise HcError(f"{model.label}: no site matches the --layers/--site given; its sites are at layers {have} "
+                      f"({', '.join(dict.fromkeys(r.site for r in model.plan))})")
+    return wanted
+
+
+def _row(cs: ChainSite, ref: ChainSite | None) -> SiteRow:
+    s, x = cs.steps, cs.inputs.streams
+
+    def rms(a: np.ndarray) -> list[float]:
+        return np.sqrt(np.mean(np.square(a.astype(np.float64)), axis=(0, 2))).tolist()
+
+    def first(name: str):
+        return s[name][0].tolist() if name in s else None
+    drift = None
+    if ref is not None:
+        drift = {}
+        for name, step in (("pre", "pre"), ("post", "post"), ("comb", "comb"), ("h", "collapsed")):
+            if step in s:
+                with np.errstate(invalid="ignore"):
+                    d = np.abs(s[step].astype(np.float64) - ref.steps[step].astype(np.float64))
+                drift[name] = float(np.nanmax(d)) if d.size else 0.0
+    out = s.get("streams_out")
+    return SiteRow(cs.ref.key, cs.ref.layer, cs.ref.site, cs.ref.label, first("pre"), first("post"), first("comb"),
+                   rms(x), None if out is None else rms(out),
+                   float(np.sqrt(np.mean(np.square(s["collapsed"].astype(np.float64))))), drift)
+
+
+def _save_estimate(model: SiteModel, wanted, tokens: int) -> int:
+    hc, dim = model.params.hc_mult, model.dim
+    per = {"attn": 2 * tokens * hc * dim + 2 * tokens * dim + (2 + hc) * hc * (hc * dim + 1),
+           "head": 2 * tokens * hc * dim + tokens * dim + hc * hc * dim}
+    return sum(per["head" if r.site == "head" else "attn"] for r in model.plan if wanted(r))
+
+
+def run_site(model: SiteModel, req: RunRequest, save: Path | None = None,
+             provenance: dict[str, str] | None = None) -> SiteRunReport:
+    hc, dim = model.params.hc_mult, model.dim
+    if req.streams is not None:
+        x, dtype, origin = read_streams(req.streams, hc, dim)
+    else:
+        tokens = DEFAULT_TOKENS if req.tokens is None else req.tokens
+        check_tokens(tokens, hc, dim)
+        x, dtype = sample_streams(tokens, req.seed, hc, dim), "bf16"
+        origin = f"{tokens} seeded tokens (seed {req.seed}): N(0, s^2) per stream, s log-uniform in [1e-4, 10]"
+    tokens = x.shape[0]
+    params = replace(model.params, streams_dtype=dtype)
+    wanted = _select(model, req)
+    if save is not None:
+        from hccli.runsite.golden import MAX_GOLDEN_VALUES
+
+        if req.precision != "f32":
+            raise HcError("--save writes the float32 reference; drop --precision (or run it without --save)")
+        if (count := _save_estimate(model, wanted, tokens)) > MAX_GOLDEN_VALUES:
+            raise HcError(f"--save {save}: {count:,} values to save; hc writes at most {MAX_GOLDEN_VALUES:,} "
+                          "(site_golden.MAX_GOLDEN_VALUES): fewer --tokens or --layers")
+    f_of, f_origin = sublayer_outputs(req.sublayer, model.plan, req.seed, cast(x, dtype), dtype)
+    chosen = compute_for(req.impl, req.device, hc, dim, dtype, _unsupported(req, save))
+    compute, how = chosen.run, chosen.how
+    last: dict[SiteRef, Any] = {}
+
+    def tensors(ref: SiteRef):  # the two chains of a --precision run ask in step: read each site once
+        if ref not in last:
+            last.clear()
+            last[ref] = model.tensors(ref)
+        return last[ref]
+    variant = Variant(projection=req.precision)
+    chain = run_chain(model.plan, params, x, tensors, f_of, wanted, variant, compute)
+    refs = run_chain(model.plan, params, x, tensors, f_of, wanted, REFERENCE, compute) \
+        if req.precision != "f32" else None
+    rows, kept = [], []
+    for cs in chain:
+        ref = next(refs) if refs is not None else None
+        if wanted(cs.ref):
+            rows.append(_row(cs, ref))
+            if save is not None:
+                kept.append(cs)
+    if save is not None:
+        from hccli.runsite.golden import write_golden
+
+        meta = {"producer": "hccli run-site", "source": model.label, "streams": origin, "sublayer": f_origin,
+                "tokens": str(tokens), "dim": str(dim), "impl": how, **(provenance or {})}
+        write_golden(save, kept, params, model.n_layers, meta)
+    p = params
+    return SiteRunReport(model.label, model.kind, model.dialect, p.family, p.hc_mult, p.iters, p.hc_eps, p.norm_eps,
+                         model.origin, dim, tokens, origin, dtype, f_origin, how, req.precision, tuple(rows),
+                         None if save is None else str(save), model.notes + ((chosen.note,) if chosen.note else ()),
+                         chosen.path)
+
+
+def compare_file(path: Path, impl: str | None = None, device: str | None = None, atol: float = 0.0):
+    """Re-run a golden file's inputs site by site and compare every step (site_golden.compare_golden)."""
+    from hccli.runsite.golden import compare_golden, read_golden
+
+    golden = read_golden(path)
+    p = golden.params
+    c = compute_for(impl, device, p.hc_mult, golden.dim, p.streams_dtype,
+                    "--compare checks every step, and site_pre keeps the rms statistic (rsqrt) inside")
+    how = c.how if c.note is None else f"{c.how} ({c.note})"
+    return compare_golden(golden, lambda inp, params: c.run(inp, params, REFERENCE), how, atol)
