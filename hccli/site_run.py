@@ -10,6 +10,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from hccli.config.model import ConfigUnusable
 from hccli.errors import HcError
 from hccli.site import REFERENCE, ChainSite, SiteRef, Variant, cast, forward, run_chain, sample_streams
 from hccli.site_source import SiteModel, check_tokens, read_streams, sublayer_outputs
@@ -70,6 +71,7 @@ class SiteRunReport:
     saved: str | None = None
     notes: tuple[str, ...] = field(default=())
     path: str = "numpy"  # PATHS: numpy, the torch path or the site kernels
+    config_note: ConfigUnusable | None = None  # the checkpoint's config.json, set aside
 
 
 def default_impl(impl: str | None, device: str | None) -> str:
@@ -203,7 +205,7 @@ def run_site(model: SiteModel, req: RunRequest, save: Path | None = None,
     return SiteRunReport(model.label, model.kind, model.dialect, p.family, p.hc_mult, p.iters, p.hc_eps, p.norm_eps,
                          model.origin, dim, tokens, origin, dtype, f_origin, how, req.precision, tuple(rows),
                          None if save is None else str(save), model.notes + ((chosen.note,) if chosen.note else ()),
-                         chosen.path)
+                         chosen.path, model.config_note)
 
 
 def compare_file(path: Path, impl: str | None = None, device: str | None = None, atol: float = 0.0):

@@ -13,6 +13,7 @@ from typing import Callable
 
 import numpy as np
 
+from hccli.config.model import ConfigUnusable
 from hccli.errors import HcError
 from hccli.site import FAMILY_NORM_EPS, SiteParams, SiteRef, cast, plan_sites, sample_sublayer, token_rms
 from hccli.vocab import hc_tensor_name, mix_width
@@ -36,6 +37,7 @@ class SiteModel:
     protect: str | None  # the checkpoint's path: nothing is written inside it
     read: Callable[[SiteRef], tuple[np.ndarray, np.ndarray, np.ndarray]] = field(repr=False)
     notes: tuple[str, ...] = ()
+    config_note: ConfigUnusable | None = None  # the config.json beside the checkpoint, set aside
 
     def tensors(self, ref: SiteRef) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(fn, base, scale) of a site, float32, in the release's shapes (checked)."""
@@ -95,8 +97,6 @@ def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
     norm_eps, eps_from = view.norm_eps, view.model.source
     if view.model.source == "tensor shapes" or (view.kind == "gguf" and not _gguf_says_norm_eps(source)):
         norm_eps, eps_from = FAMILY_NORM_EPS[family], f"the {family} default (not in the {view.model.source})"
-    if view.config_note:
-        notes.append(view.config_note)
 
     def need(owner: str, site: str) -> bool:
         missing = [hc_tensor_name(owner, site, p) for p in ("fn", "base", "scale")
@@ -134,7 +134,7 @@ def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
               f"hc_mult, iterations, eps from {view.model.source}; norm_eps {norm_eps:g} from {eps_from}")
     local = Path(source)
     return SiteModel(view.label, "checkpoint", view.dialect.dialect, params, origin, dim, n_layers, view.n_stages,
-                     plan, str(local) if local.exists() else None, read, tuple(notes))
+                     plan, str(local) if local.exists() else None, read, tuple(notes), view.config_note)
 
 
 def _gguf_says_norm_eps(source: str) -> bool:
