@@ -94,8 +94,9 @@ def golden_meta(params: SiteParams, refs: list[SiteRef], n_layers: int, provenan
 
 
 def write_golden(path: Path, sites: list[ChainSite], params: SiteParams, n_layers: int,
-                 provenance: dict[str, str]) -> None:
-    """The sites' inputs and steps as golden vectors, through the project's golden writer."""
+                 provenance: dict[str, str], *, force: bool = False, protect: str | Path | None = None) -> None:
+    """The sites' inputs and steps as golden vectors, through the project's golden writer
+    (`force`: over an existing file; never inside `protect`, a checkpoint)."""
     from hccli.kernels import golden
 
     tensors = golden_tensors(sites, params.family)
@@ -103,7 +104,8 @@ def write_golden(path: Path, sites: list[ChainSite], params: SiteParams, n_layer
     if count > MAX_GOLDEN_VALUES:
         raise HcError(f"{path}: {count:,} values to save; hc writes at most {MAX_GOLDEN_VALUES:,} "
                       "(site_golden.MAX_GOLDEN_VALUES): fewer --tokens or --layers")
-    golden.save(Path(path), tensors, golden_meta(params, [s.ref for s in sites], n_layers, provenance))
+    golden.save(Path(path), tensors, golden_meta(params, [s.ref for s in sites], n_layers, provenance),
+                force=force, protect=protect)
 
 
 # ---- reading ---------------------------------------------------------------------------------

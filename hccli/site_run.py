@@ -154,7 +154,9 @@ def _save_estimate(model: SiteModel, wanted, tokens: int) -> int:
 
 
 def run_site(model: SiteModel, req: RunRequest, save: Path | None = None,
-             provenance: dict[str, str] | None = None) -> SiteRunReport:
+             provenance: dict[str, str] | None = None, force: bool = False) -> SiteRunReport:
+    """The run over the model's chosen sites; with `save`, its golden vectors written there
+    (`force`: over an existing file; never inside model.protect)."""
     hc, dim = model.params.hc_mult, model.dim
     if req.streams is not None:
         x, dtype, origin = read_streams(req.streams, hc, dim)
@@ -200,7 +202,7 @@ def run_site(model: SiteModel, req: RunRequest, save: Path | None = None,
 
         meta = {"producer": "hccli run-site", "source": model.label, "streams": origin, "sublayer": f_origin,
                 "tokens": str(tokens), "dim": str(dim), "impl": how, **(provenance or {})}
-        write_golden(save, kept, params, model.n_layers, meta)
+        write_golden(save, kept, params, model.n_layers, meta, force=force, protect=model.protect)
     p = params
     return SiteRunReport(model.label, model.kind, model.dialect, p.family, p.hc_mult, p.iters, p.hc_eps, p.norm_eps,
                          model.origin, dim, tokens, origin, dtype, f_origin, how, req.precision, tuple(rows),

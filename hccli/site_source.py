@@ -7,6 +7,8 @@ Also the streams and sub-layer outputs a run starts from. Nothing here prints.
 from __future__ import annotations
 
 import math
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -34,7 +36,7 @@ class SiteModel:
     n_layers: int
     n_stages: int
     plan: tuple[SiteRef, ...]
-    protect: str | None  # the checkpoint's path: nothing is written inside it
+    protect: str | None  # protected(source): nothing is written inside it
     read: Callable[[SiteRef], tuple[np.ndarray, np.ndarray, np.ndarray]] = field(repr=False)
     notes: tuple[str, ...] = ()
     config_note: ConfigUnusable | None = None  # the config.json beside the checkpoint, set aside
@@ -52,10 +54,39 @@ class SiteModel:
         return fn, base, scale
 
 
+def _is_config(p: Path) -> bool:
+    return p.suffix.lower() == ".json" and p.is_file()
+
+
+# Names only a checkpoint directory holds (an index, a shard, a GGUF), and the entries of a
+# config's folder looked at for them: past these the folder is taken for a checkpoint.
+_CHECKPOINT_FILE = re.compile(r"(model(-[0-9]+-of-[0-9]+)?\.safetensors|model\.safetensors\.index\.json|.+\.gguf)",
+                              re.ASCII)
+_MAX_LOOKED_AT = 4096
+
+
+def protected(source: str) -> str | None:
+    """What nothing may be written into (safe_write's `forbidden`) for this source: a checkpoint on
+    disk; for a config.json, its folder only where that folder is a checkpoint's (a config kept
+    beside one's golden files protects nothing); None for a hub name."""
+    p = Path(source)
+    if not _is_config(p):
+        return source if p.exists() else None
+    folder = p.parent
+    try:
+        with os.scandir(folder) as entries:
+            for i, e in enumerate(entries):
+                if i >= _MAX_LOOKED_AT or _CHECKPOINT_FILE.fullmatch(e.name):
+                    return str(folder)
+    except OSError:
+        return str(folder)  # a folder that cannot be listed cannot be told apart: it is kept safe
+    return None
+
+
 def open_model(source: str, config: str | Path | None = None, seed: int = 0) -> SiteModel:
     """A checkpoint (any dialect, local or hf://), or a config.json whose sites get sample values."""
     p = Path(source)
-    if p.suffix.lower() == ".json" and p.is_file():
+    if _is_config(p):
         if config is not None:
             raise HcError(f"{source} is a config already; --config names the config of a checkpoint")
         return _from_config(p, seed)
@@ -81,7 +112,7 @@ def _from_config(path: Path, seed: int) -> SiteModel:
 
     params = SiteParams(cfg.family, cfg.hc_mult, cfg.hc_sinkhorn_iters, cfg.hc_eps, cfg.norm_eps)
     return SiteModel(f"{path} (sample values, seed {seed})", "config", "config", params, f"config {path}",
-                     cfg.dim, cfg.n_layers, cfg.n_stages, plan, None, read)
+                     cfg.dim, cfg.n_layers, cfg.n_stages, plan, protected(str(path)), read)
 
 
 def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
@@ -132,9 +163,8 @@ def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
     params = SiteParams(family, hc, view.iters, view.eps, norm_eps)
     origin = (f"family {family} ({'a head mix' if family == 'v4' else 'no head mix'} in the checkpoint); "
               f"hc_mult, iterations, eps from {view.model.source}; norm_eps {norm_eps:g} from {eps_from}")
-    local = Path(source)
     return SiteModel(view.label, "checkpoint", view.dialect.dialect, params, origin, dim, n_layers, view.n_stages,
-                     plan, str(local) if local.exists() else None, read, tuple(notes), view.config_note)
+                     plan, protected(source), read, tuple(notes), view.config_note)
 
 
 def _gguf_says_norm_eps(source: str) -> bool:

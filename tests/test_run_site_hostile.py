@@ -58,3 +58,44 @@ def test_an_unusable_config_is_set_aside_and_said(hc, tiny, tmp_path, name):
 def test_a_usable_config_has_no_note(hc, tiny):
     r = hc("run-site", str(tiny), "--layers", "0", "--tokens", "2", "--json")
     assert r.exit_code == 0 and r.json()["config_note"] is None and r.stderr == ""
+
+
+def test_save_force_replaces_and_without_it_nothing_runs(hc, tiny, tmp_path, monkeypatch):
+    target = tmp_path / "g.safetensors"
+    target.write_bytes(b"old")
+    r = hc("run-site", str(tiny), "--layers", "0", "--tokens", "2", "--save", str(target), "--force", "--json")
+    assert r.exit_code == 0, r.stderr
+    assert r.json()["saved"] == str(target) and target.read_bytes()[:8] != b"old"
+    assert hc("run-site", "--compare", str(target)).exit_code == 0
+    from hccli import site_run
+
+    def no_run(*a, **k):
+        raise AssertionError("the run started before the --save target was judged")
+
+    monkeypatch.setattr(site_run, "run_chain", no_run)
+    before = target.read_bytes()
+    r = hc("run-site", str(tiny), "--layers", "0", "--tokens", "2", "--save", str(target))
+    assert r.exit_code == 2 and r.stdout == "" and target.read_bytes() == before
+    assert r.stderr.strip() == f"hc: error: --save {target}: file exists; expected a new file name (or pass --force)"
+
+
+def test_only_a_real_checkpoint_directory_is_protected(hc, tiny, tmp_path):
+    work = tmp_path / "work"
+    work.mkdir()
+    shutil.copy(SAMPLES / "tiny-v4.1.json", work / "config.json")
+    beside = work / "golden.safetensors"
+    r = hc("run-site", str(work / "config.json"), "--layers", "0", "--tokens", "2", "--save", str(beside))
+    assert r.exit_code == 0 and beside.is_file(), r.stderr
+    r = hc("run-site", str(work / "config.json"), "--layers", "0", "--tokens", "2", "--save", str(beside), "--force")
+    assert r.exit_code == 0, r.stderr  # its own earlier golden does not make the folder a checkpoint
+    # a config.json inside a checkpoint directory: that directory is still never written into
+    inside = tiny / "golden.safetensors"
+    r = hc("run-site", str(tiny / "config.json"), "--layers", "0", "--tokens", "2", "--save", str(inside))
+    assert r.exit_code == 2 and "inside the checkpoint directory" in r.stderr and not inside.exists()
+
+
+def test_a_plot_beside_a_config(hc, tmp_path, mpl):
+    shutil.copy(SAMPLES / "tiny-v4.1.json", tmp_path / "config.json")
+    r = hc("run-site", str(tmp_path / "config.json"), "--layers", "0", "--tokens", "2", "--plot",
+           str(tmp_path / "s.png"))
+    assert r.exit_code == 0 and (tmp_path / "s.png").stat().st_size > 1000, r.stderr
