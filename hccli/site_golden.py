@@ -24,6 +24,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from hccli.errors import HcError
+from hccli.kernels.limits import MAX_ELEMENTS
 from hccli.site import FAMILIES, INPUTS, STEPS, ChainSite, SiteInputs, SiteParams, SiteRef
 from hccli.vocab import MAX_HC_MULT, MAX_SINKHORN_ITERS, mix_width
 
@@ -31,6 +32,9 @@ FORMAT = "hc-site-golden/1"
 # Values one golden (or port) file may hold in all: a full-scale V4.1-Flash at 16 tokens, every
 # site, is ~1e8 (fn 2 MB a site); hc refuses more before it reads a byte of them.
 MAX_GOLDEN_VALUES = 1 << 27
+# Values in one tensor of the file: the bound kernels/files.py reads any tensor under, so that a
+# golden hc writes is one its readers take.
+MAX_TENSOR_VALUES = MAX_ELEMENTS
 MAX_SITES = 4096
 HEAD_STEPS = ("rsqrt", "mixes", "pre", "collapsed")
 _KEY = re.compile(r"^(\d{1,6})\.(attn|ffn|head)$")
@@ -66,6 +70,33 @@ def site_inputs(family: str, site: str) -> tuple[str, ...]:
     if site != "head":
         return INPUTS if family == "v4.1" else INPUTS[:-1]
     return ("streams_in", "fn", "base", "scale") if family == "v4" else ("streams_in", "pre_mix_in")
+
+
+def tensor_shapes(family: str, site: str, tokens: int, hc: int, dim: int) -> dict[str, tuple[int, ...]]:
+    """The shape of each tensor a site of this kind has in the file (its inputs, then its steps)."""
+    rows = mix_width(hc) if site != "head" else hc
+    every = {"streams_in": (tokens, hc, dim), "fn": (rows, hc * dim), "base": (rows,),
+             "scale": (3,) if site != "head" else (1,), "f": (tokens, dim), "pre_mix_in": (tokens, hc),
+             "rsqrt": (tokens,), "mixes": (tokens, rows), "pre": (tokens, hc), "post": (tokens, hc),
+             "comb": (tokens, hc, hc), "collapsed": (tokens, dim), "streams_out": (tokens, hc, dim)}
+    return {n: every[n] for n in site_inputs(family, site) + site_steps(family, site)}
+
+
+def check_save_size(path, family: str, refs: Iterable[SiteRef], tokens: int, hc: int, dim: int) -> None:
+    """Refuse, before the run, a golden its readers would refuse: a tensor past
+    MAX_TENSOR_VALUES, or more than MAX_GOLDEN_VALUES in all."""
+    total = 0
+    for r in refs:
+        for name, shape in tensor_shapes(family, r.site, tokens, hc, dim).items():
+            size = math.prod(shape)
+            if size > MAX_TENSOR_VALUES:
+                raise HcError(f"--save {path}: tensor `{r.key}.{name}` would have shape {list(shape)}, {size:,} "
+                              f"values; hc reads at most {MAX_TENSOR_VALUES:,} a tensor "
+                              "(site_golden.MAX_TENSOR_VALUES): fewer --tokens, or a model with fewer streams")
+            total += size
+    if total > MAX_GOLDEN_VALUES:
+        raise HcError(f"--save {path}: {total:,} values to save; hc writes at most {MAX_GOLDEN_VALUES:,} "
+                      "(site_golden.MAX_GOLDEN_VALUES): fewer --tokens or --layers")
 
 
 # ---- writing ---------------------------------------------------------------------------------
@@ -212,12 +243,8 @@ def read_golden(path: str | Path) -> SiteGolden:
     sites = []
     for r in refs:
         k = r.key
-        rows = mix_width(hc) if r.site != "head" else hc
-        want = {"streams_in": (t, hc, dim), "fn": (rows, hc * dim), "base": (rows,),
-                "scale": (3,) if r.site != "head" else (1,), "f": (t, dim), "pre_mix_in": (t, hc),
-                "rsqrt": (t,), "mixes": (t, rows), "pre": (t, hc), "post": (t, hc), "comb": (t, hc, hc),
-                "collapsed": (t, dim), "streams_out": (t, hc, dim)}
-        got = {n: arrays[f"{k}.{n}"] for n in site_inputs(family, r.site) + site_steps(family, r.site)}
+        want = tensor_shapes(family, r.site, t, hc, dim)
+        got = {n: arrays[f"{k}.{n}"] for n in want}
         for n, a in got.items():
             _expect(path, f"{k}.{n}", a, want[n])
         inputs = SiteInputs(r.site, got["streams_in"], got.get("fn"), got.get("base"), got.get("scale"),

@@ -13,7 +13,7 @@ import numpy as np
 from hccli.config.model import ConfigUnusable
 from hccli.errors import HcError
 from hccli.site import REFERENCE, ChainSite, SiteRef, Variant, cast, forward, run_chain, sample_streams
-from hccli.site_source import SiteModel, check_tokens, read_streams, sublayer_outputs
+from hccli.site_source import SiteModel, check_fn, check_tokens, read_streams, sublayer_outputs
 
 DEFAULT_TOKENS = 16
 # numpy: hccli/site.py; auto: the site kernels on a GPU (kernels/site_fused.py), else as the rest: the torch
@@ -146,18 +146,12 @@ def _row(cs: ChainSite, ref: ChainSite | None) -> SiteRow:
                    float(np.sqrt(np.mean(np.square(s["collapsed"].astype(np.float64))))), drift)
 
 
-def _save_estimate(model: SiteModel, wanted, tokens: int) -> int:
-    hc, dim = model.params.hc_mult, model.dim
-    per = {"attn": 2 * tokens * hc * dim + 2 * tokens * dim + (2 + hc) * hc * (hc * dim + 1),
-           "head": 2 * tokens * hc * dim + tokens * dim + hc * hc * dim}
-    return sum(per["head" if r.site == "head" else "attn"] for r in model.plan if wanted(r))
-
-
 def run_site(model: SiteModel, req: RunRequest, save: Path | None = None,
              provenance: dict[str, str] | None = None, force: bool = False) -> SiteRunReport:
     """The run over the model's chosen sites; with `save`, its golden vectors written there
     (`force`: over an existing file; never inside model.protect)."""
     hc, dim = model.params.hc_mult, model.dim
+    check_fn(model.label, hc, dim)
     if req.streams is not None:
         x, dtype, origin = read_streams(req.streams, hc, dim)
     else:
@@ -169,13 +163,11 @@ def run_site(model: SiteModel, req: RunRequest, save: Path | None = None,
     params = replace(model.params, streams_dtype=dtype)
     wanted = _select(model, req)
     if save is not None:
-        from hccli.site_golden import MAX_GOLDEN_VALUES
+        from hccli.site_golden import check_save_size
 
         if req.precision != "f32":
             raise HcError("--save writes the float32 reference; drop --precision (or run it without --save)")
-        if (count := _save_estimate(model, wanted, tokens)) > MAX_GOLDEN_VALUES:
-            raise HcError(f"--save {save}: {count:,} values to save; hc writes at most {MAX_GOLDEN_VALUES:,} "
-                          "(site_golden.MAX_GOLDEN_VALUES): fewer --tokens or --layers")
+        check_save_size(save, params.family, [r for r in model.plan if wanted(r)], tokens, hc, dim)
     f_of, f_origin = sublayer_outputs(req.sublayer, model.plan, req.seed, cast(x, dtype), dtype)
     chosen = compute_for(req.impl, req.device, hc, dim, dtype, _unsupported(req, save))
     compute, how = chosen.run, chosen.how

@@ -17,12 +17,14 @@ import numpy as np
 
 from hccli.config.model import ConfigUnusable
 from hccli.errors import HcError
+from hccli.kernels.limits import MAX_ELEMENTS
 from hccli.site import FAMILY_NORM_EPS, SiteParams, SiteRef, cast, plan_sites, sample_sublayer, token_rms
 from hccli.vocab import hc_tensor_name, mix_width
 
-# Values in one streams array (tokens x hc x dim) and in one fn: 4M float32 (16 MB), 204 tokens
-# of V4.1-Flash; the run holds a few such arrays at a time.
-MAX_STREAM_VALUES = 1 << 22
+# Values in one streams array (tokens x hc x dim), one mixes (tokens x (2+hc)*hc) and one fn:
+# 4M float32 (16 MB), 204 tokens of V4.1-Flash; the run holds a few such arrays at a time. The
+# kernel readers' bound (kernels/files.py), so every array of a run reads back from its golden.
+MAX_STREAM_VALUES = MAX_ELEMENTS
 
 
 @dataclass(frozen=True)
@@ -177,11 +179,23 @@ def _gguf_says_norm_eps(source: str) -> bool:
 
 # ---- what a run starts from -------------------------------------------------------------------
 
+def check_fn(label: str, hc: int, dim: int) -> None:
+    """A site's fn [(2+hc)*hc, hc*dim] within MAX_STREAM_VALUES, before any is read or made."""
+    rows, cols = mix_width(hc), hc * dim
+    if rows * cols > MAX_STREAM_VALUES:
+        raise HcError(f"{label}: hc_mult {hc}, dim {dim:,}: each site's fn is [{rows:,}, {cols:,}], "
+                      f"{rows * cols:,} values; hc runs at most {MAX_STREAM_VALUES:,} "
+                      "(site_source.MAX_STREAM_VALUES)")
+
+
 def check_tokens(tokens: int, hc: int, dim: int) -> None:
-    if tokens * hc * dim > MAX_STREAM_VALUES:
-        raise HcError(f"{tokens:,} tokens x {hc} streams x {dim:,}: {tokens * hc * dim:,} values; hc runs at most "
+    """The streams [tokens, hc, dim] and mixes [tokens, (2+hc)*hc] within MAX_STREAM_VALUES."""
+    width = max(hc * dim, mix_width(hc))
+    if tokens * width > MAX_STREAM_VALUES:
+        what = f"{hc} streams x {dim:,}" if width == hc * dim else f"{width:,} mixes"
+        raise HcError(f"{tokens:,} tokens x {what}: {tokens * width:,} values; hc runs at most "
                       f"{MAX_STREAM_VALUES:,} (site_source.MAX_STREAM_VALUES): at most "
-                      f"{MAX_STREAM_VALUES // (hc * dim):,} tokens for this model")
+                      f"{MAX_STREAM_VALUES // width:,} tokens for this model")
 
 
 def read_streams(path: Path, hc: int, dim: int) -> tuple[np.ndarray, str, str]:

@@ -99,3 +99,65 @@ def test_a_plot_beside_a_config(hc, tmp_path, mpl):
     r = hc("run-site", str(tmp_path / "config.json"), "--layers", "0", "--tokens", "2", "--plot",
            str(tmp_path / "s.png"))
     assert r.exit_code == 0 and (tmp_path / "s.png").stat().st_size > 1000, r.stderr
+
+
+def _config(tmp_path, **keys):
+    path = tmp_path / "cfg" / f"config{''.join(f'-{k}{v}' for k, v in keys.items())}.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_text(json.dumps({**INF, **keys}))
+    return path
+
+
+def test_a_golden_its_readers_would_refuse_is_refused_before_the_run(hc, tmp_path, monkeypatch):
+    from hccli import site_run
+
+    # hc_mult 64 at dim 64: fn is [4224, 4096], past the bound every golden tensor is read under
+    wide = _config(tmp_path, hc_mult=64)
+    monkeypatch.setattr(site_run, "run_chain", lambda *a, **k: pytest.fail("the run started"))
+    for extra in ((), ("--save", str(tmp_path / "g.safetensors"))):
+        r = hc("run-site", str(wide), "--tokens", "2", "--layers", "0", *extra)
+        lines = r.stderr.strip().splitlines()
+        assert r.exit_code == 2 and r.stdout == "" and len(lines) == 1, r.stderr
+        assert "fn is [4,224, 4,096], 17,301,504 values" in lines[0] and "4,194,304" in lines[0]
+    assert not (tmp_path / "g.safetensors").exists()
+
+
+def test_the_widest_golden_hc_writes_reads_back(hc, tmp_path):
+    # hc_mult 50 at dim 32: fn [2600, 1600], 4,160,000 values, just inside the bound
+    golden = tmp_path / "g.safetensors"
+    r = hc("run-site", str(_config(tmp_path, hc_mult=50, dim=32)), "--tokens", "2", "--layers", "0", "--save",
+           str(golden))
+    assert r.exit_code == 0, r.stderr
+    assert hc("run-site", "--compare", str(golden), "--json").json()["ok"]
+    r = hc("check-port", str(golden), "--golden", str(golden), "--json")
+    assert r.exit_code == 0, r.stdout + r.stderr
+
+
+def test_the_save_size_is_the_readers_to_the_value(hc, tmp_path, monkeypatch):
+    from hccli import site_golden
+
+    src = _config(tmp_path)
+    monkeypatch.setattr(site_golden, "MAX_TENSOR_VALUES", 2 * 4 * 64 - 1)  # one value short of streams_in
+    r = hc("run-site", str(src), "--tokens", "2", "--layers", "0", "--save", str(tmp_path / "g.safetensors"))
+    assert r.exit_code == 2 and "tensor `0.attn.streams_in` would have shape [2, 4, 64], 512 values" in r.stderr
+    monkeypatch.setattr(site_golden, "MAX_TENSOR_VALUES", 4224 * 4096)
+    # the total: every tensor the file holds, counted as the reader counts them
+    r = hc("run-site", str(src), "--tokens", "2", "--layers", "0", "--site", "attn", "--save",
+           str(tmp_path / "one.safetensors"))
+    assert r.exit_code == 0, r.stderr
+    from safetensors.numpy import load_file
+
+    held = sum(a.size for a in load_file(str(tmp_path / "one.safetensors")).values())
+    monkeypatch.setattr(site_golden, "MAX_GOLDEN_VALUES", held - 1)
+    from hccli import site_run
+
+    real_chain = site_run.run_chain
+    monkeypatch.setattr(site_run, "run_chain", lambda *a, **k: pytest.fail("the run started"))
+    r = hc("run-site", str(src), "--tokens", "2", "--layers", "0", "--site", "attn", "--save",
+           str(tmp_path / "two.safetensors"))
+    assert r.exit_code == 2 and f"{held:,} values to save" in r.stderr and not (tmp_path / "two.safetensors").exists()
+    monkeypatch.setattr(site_golden, "MAX_GOLDEN_VALUES", held)
+    monkeypatch.setattr(site_run, "run_chain", real_chain)
+    r = hc("run-site", str(src), "--tokens", "2", "--layers", "0", "--site", "attn", "--save",
+           str(tmp_path / "two.safetensors"))
+    assert r.exit_code == 0, r.stderr
