@@ -24,6 +24,7 @@ from typing import Callable, Iterable
 import numpy as np
 
 from hccli.errors import HcError
+from hccli.kernels.golden import decimal_float, decimal_int, require_f32
 from hccli.kernels.limits import MAX_ELEMENTS
 from hccli.site import FAMILIES, INPUTS, STEPS, ChainSite, SiteInputs, SiteParams, SiteRef
 from hccli.vocab import MAX_HC_MULT, MAX_SINKHORN_ITERS, mix_width
@@ -37,8 +38,9 @@ MAX_GOLDEN_VALUES = 1 << 27
 MAX_TENSOR_VALUES = MAX_ELEMENTS
 MAX_SITES = 4096
 HEAD_STEPS = ("rsqrt", "mixes", "pre", "collapsed")
-_KEY = re.compile(r"^(\d{1,6})\.(attn|ffn|head)$")
-_NAME = re.compile(r"^(\d{1,6})\.(attn|ffn|head)\.([a-z_]{1,20})$")
+_KEY = re.compile(r"([0-9]{1,6})\.(attn|ffn|head)")  # fullmatch; [0-9], not \d: ASCII digits only
+_NAME = re.compile(r"([0-9]{1,6})\.(attn|ffn|head)\.([a-z_]{1,20})")
+_COUNT = re.compile(r"[0-9]{1,5}")
 
 
 @dataclass(frozen=True)
@@ -148,19 +150,15 @@ def _show(text: str | None) -> str:
 
 
 def _int(path, meta: dict, key: str, lo: int, hi: int) -> int:
-    text = meta.get(key)
-    if text is None or not (text.isascii() and text.isdigit()) or len(text) > 9 or not lo <= int(text) <= hi:
-        raise HcError(f"{path}: metadata {key!r} is {_show(text)}; expected a decimal integer {lo} to {hi:,}")
-    return int(text)
+    value = decimal_int(meta.get(key))
+    if value is None or not lo <= value <= hi:
+        raise HcError(f"{path}: metadata {key!r} is {_show(meta.get(key))}; expected a decimal integer {lo} to {hi:,}")
+    return value
 
 
 def _float(path, meta: dict, key: str) -> float:
-    text = meta.get(key) or ""
-    try:
-        value = float(text) if len(text) <= 40 else math.nan
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and 0 <= value < 1):
+    value = decimal_float(meta.get(key))
+    if value is None or not (math.isfinite(value) and 0 <= value < 1):
         raise HcError(f"{path}: metadata {key!r} is {_show(meta.get(key))}; expected a decimal number in [0, 1)")
     return value
 
@@ -168,10 +166,10 @@ def _float(path, meta: dict, key: str) -> float:
 def _plan(path, meta: dict, family: str, n_layers: int) -> list[SiteRef]:
     keys = (meta.get("sites") or "").split(",")
     counts = (meta.get("stacks") or "").split(",")
-    if len(keys) > MAX_SITES or not all(_KEY.match(k) for k in keys) or len(set(keys)) != len(keys):
+    if len(keys) > MAX_SITES or not all(_KEY.fullmatch(k) for k in keys) or len(set(keys)) != len(keys):
         raise HcError(f"{path}: metadata 'sites' is {_show(meta.get('sites'))}; expected distinct "
                       f"LAYER.SITE names (site attn, ffn or head), comma-separated, at most {MAX_SITES:,}")
-    if (not all(c.isdigit() and len(c) <= 5 for c in counts) or not 1 <= len(counts) <= 2
+    if (not all(_COUNT.fullmatch(c) for c in counts) or not 1 <= len(counts) <= 2
             or sum(int(c) for c in counts) != len(keys)):
         raise HcError(f"{path}: metadata 'stacks' is {_show(meta.get('stacks'))}; expected one or two counts "
                       f"that add up to the {len(keys)} sites")
@@ -201,7 +199,7 @@ def _header(path: Path):
 def _read(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
     from hccli.kernels.files import read_safetensors_tensors
 
-    return {k: a.astype(np.float32) for k, (a, _) in read_safetensors_tensors(path, names).items()}
+    return {k: a.astype(np.float32, copy=False) for k, (a, _) in read_safetensors_tensors(path, names).items()}
 
 
 def _expect(path, name: str, a: np.ndarray, shape: tuple[int, ...]) -> None:
@@ -233,6 +231,7 @@ def read_golden(path: str | Path) -> SiteGolden:
     if extra:
         raise HcError(f"{path}: tensor `{_show(extra[0])[1:-1]}` is not one of the golden's names "
                       f"({{layer}}.{{site}}.{{input or step}} of the sites listed in its metadata)")
+    require_f32(path, header, names)
     arrays = _read(path, names)
     hc = params.hc_mult
     first = arrays[f"{refs[0].key}.streams_in"]
@@ -262,7 +261,7 @@ def read_port(path: str | Path, golden: SiteGolden) -> tuple[dict[str, dict[str,
     inputs = {f"{gs.ref.key}.{n}" for gs in golden.sites for n in INPUTS}
     take, skipped = [], []
     for name, info in sorted(header.by_name.items()):
-        m = _NAME.match(name)
+        m = _NAME.fullmatch(name)
         key = (f"{m[1]}.{m[2]}", m[3]) if m else None
         if key in known:
             if tuple(info.shape) != known[key]:
