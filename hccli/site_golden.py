@@ -27,7 +27,7 @@ from hccli.errors import HcError
 from hccli.kernels.golden import decimal_float, decimal_int, require_f32
 from hccli.kernels.limits import MAX_ELEMENTS
 from hccli.site import FAMILIES, INPUTS, STEPS, ChainSite, SiteInputs, SiteParams, SiteRef
-from hccli.vocab import MAX_HC_MULT, MAX_SINKHORN_ITERS, mix_width
+from hccli.vocab import MAX_HC_MULT, mix_width
 
 FORMAT = "hc-site-golden/1"
 # Values one golden (or port) file may hold in all: a full-scale V4.1-Flash at 16 tokens, every
@@ -36,6 +36,10 @@ MAX_GOLDEN_VALUES = 1 << 27
 # Values in one tensor of the file: the bound kernels/files.py reads any tensor under, so that a
 # golden hc writes is one its readers take.
 MAX_TENSOR_VALUES = MAX_ELEMENTS
+# Sinkhorn iterations a golden may hold, written and read: five times the published models' 20.
+# check-port recomputes comb under each iteration count it tries (up to twice the golden's), so
+# this bounds its work; configs may ask for more (config/bounds.py), and run without --save.
+MAX_GOLDEN_ITERS = 100
 MAX_SITES = 4096
 HEAD_STEPS = ("rsqrt", "mixes", "pre", "collapsed")
 _KEY = re.compile(r"([0-9]{1,6})\.(attn|ffn|head)")  # fullmatch; [0-9], not \d: ASCII digits only
@@ -84,12 +88,15 @@ def tensor_shapes(family: str, site: str, tokens: int, hc: int, dim: int) -> dic
     return {n: every[n] for n in site_inputs(family, site) + site_steps(family, site)}
 
 
-def check_save_size(path, family: str, refs: Iterable[SiteRef], tokens: int, hc: int, dim: int) -> None:
-    """Refuse, before the run, a golden its readers would refuse: a tensor past
-    MAX_TENSOR_VALUES, or more than MAX_GOLDEN_VALUES in all."""
+def check_savable(path, params: SiteParams, refs: Iterable[SiteRef], tokens: int, dim: int) -> None:
+    """Refuse, before the run, a golden its readers would refuse: more Sinkhorn iterations than
+    MAX_GOLDEN_ITERS, a tensor past MAX_TENSOR_VALUES, more than MAX_GOLDEN_VALUES in all."""
+    if params.iters > MAX_GOLDEN_ITERS:
+        raise HcError(f"--save {path}: {params.iters:,} Sinkhorn iterations; a golden holds at most "
+                      f"{MAX_GOLDEN_ITERS} (site_golden.MAX_GOLDEN_ITERS; the models use 20): run it without --save")
     total = 0
     for r in refs:
-        for name, shape in tensor_shapes(family, r.site, tokens, hc, dim).items():
+        for name, shape in tensor_shapes(params.family, r.site, tokens, params.hc_mult, dim).items():
             size = math.prod(shape)
             if size > MAX_TENSOR_VALUES:
                 raise HcError(f"--save {path}: tensor `{r.key}.{name}` would have shape {list(shape)}, {size:,} "
@@ -221,7 +228,7 @@ def read_golden(path: str | Path) -> SiteGolden:
     if dtype not in ("bf16", "f32"):
         raise HcError(f"{path}: metadata 'streams_dtype' is {_show(dtype)}; expected bf16 or f32")
     params = SiteParams(family, _int(path, meta, "hc_mult", 1, MAX_HC_MULT),
-                        _int(path, meta, "sinkhorn_iters", 1, MAX_SINKHORN_ITERS),
+                        _int(path, meta, "sinkhorn_iters", 1, MAX_GOLDEN_ITERS),
                         _float(path, meta, "hc_eps"), _float(path, meta, "norm_eps"), dtype)
     n_layers = _int(path, meta, "n_layers", 0, 1 << 20)
     refs = _plan(path, meta, family, n_layers)

@@ -163,11 +163,11 @@ def run_site(model: SiteModel, req: RunRequest, save: Path | None = None,
     params = replace(model.params, streams_dtype=dtype)
     wanted = _select(model, req)
     if save is not None:
-        from hccli.site_golden import check_save_size
+        from hccli.site_golden import check_savable
 
         if req.precision != "f32":
             raise HcError("--save writes the float32 reference; drop --precision (or run it without --save)")
-        check_save_size(save, params.family, [r for r in model.plan if wanted(r)], tokens, hc, dim)
+        check_savable(save, params, [r for r in model.plan if wanted(r)], tokens, dim)
     f_of, f_origin = sublayer_outputs(req.sublayer, model.plan, req.seed, cast(x, dtype), dtype)
     chosen = compute_for(req.impl, req.device, hc, dim, dtype, _unsupported(req, save))
     compute, how = chosen.run, chosen.how
