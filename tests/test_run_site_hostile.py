@@ -161,3 +161,25 @@ def test_the_save_size_is_the_readers_to_the_value(hc, tmp_path, monkeypatch):
     r = hc("run-site", str(src), "--tokens", "2", "--layers", "0", "--site", "attn", "--save",
            str(tmp_path / "two.safetensors"))
     assert r.exit_code == 0, r.stderr
+
+
+def test_a_folder_that_cannot_be_written_is_said_before_the_run(hc, tiny, tmp_path, monkeypatch):
+    import os
+
+    from hccli import safe_write, site_run
+
+    real = os.access
+    folder = os.stat(tmp_path)
+
+    def access(path, mode, *, dir_fd=None, **kw):  # the folder as a user without write permission sees it
+        st = os.stat(path, dir_fd=dir_fd)
+        if (st.st_dev, st.st_ino) == (folder.st_dev, folder.st_ino) and mode & os.W_OK:
+            return False
+        return real(path, mode, dir_fd=dir_fd, **kw)
+
+    monkeypatch.setattr(safe_write.os, "access", access)
+    monkeypatch.setattr(site_run, "run_chain", lambda *a, **k: pytest.fail("the run started"))
+    r = hc("run-site", str(tiny), "--layers", "0", "--tokens", "2", "--save", str(tmp_path / "g.safetensors"))
+    assert r.exit_code == 2 and r.stdout == "", r.stderr
+    assert r.stderr.strip() == (f"hc: error: --save {tmp_path / 'g.safetensors'}: its folder {tmp_path} is not "
+                                "writable; expected a folder hc may write in")
