@@ -148,4 +148,5 @@ def run_site_cmd(
         from hccli.plot import write_plot
         from hccli.plot.site import SiteFigureData, plot_site
 
-        note(safe(write_plot(plot, plot_site, SiteFigureData.from_report(report), forbidden_dir=model.protect)), wrap=False)
+        figure = SiteFigureData.from_report(report)
+        note(safe(write_plot(plot, plot_site, figure, forbidden_dir=model.protect)), wrap=False)
