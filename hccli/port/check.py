@@ -20,7 +20,6 @@ from hccli.port.expect import Check, SiteExpect, first_handoff, stack_starts
 from hccli.port.mistakes import FACTOR, Mistake, catalogue, factor_name, snap_factor
 from hccli.ops.site import REFERENCE, STEPS, Variant
 from hccli.runsite.golden import SiteGolden
-from hccli.base.vocab import MAX_SINKHORN_ITERS
 
 MATCHES = "matches within float32 rounding"
 
@@ -73,6 +72,7 @@ class Evaluation:
         self.sites = [SiteExpect(gs.ref.key, gs.ref.site, gs.inputs, port.get(gs.ref.key, {}), golden.params)
                       for gs in golden.sites]
         self.starts = stack_starts([gs.ref for gs in golden.sites])
+        self._fits: dict[tuple, float | None] = {}
 
     def checks(self, variant: Variant = REFERENCE, only: tuple[str, str] | None = None,
                stop: bool = False) -> list[Check]:
@@ -99,10 +99,18 @@ class Evaluation:
         return out
 
     def fit_factor(self, base: Variant) -> float | None:
-        """The least-squares constant between the port's collapsed and the recomputed one."""
+        """The least-squares constant between the port's collapsed and the recomputed one; once
+        for each set of the fields collapsed reads (most mistakes paired with the factor leave
+        collapsed as it is, and the fit walks every site)."""
+        v = replace(base, collapsed_factor=1.0)
+        key = tuple(se.fields("collapsed", v) for se in self.sites)
+        if key not in self._fits:
+            self._fits[key] = self._fit(v)
+        return self._fits[key]
+
+    def _fit(self, v: Variant) -> float | None:
         num = den = 0.0
         handoff = None
-        v = replace(base, collapsed_factor=1.0)
         for i, se in enumerate(self.sites):
             if i in self.starts:
                 handoff = first_handoff(self.golden.tokens, self.golden.params.hc_mult)
@@ -171,8 +179,7 @@ def check_port(golden: SiteGolden, port: dict[str, dict[str, np.ndarray]], port_
     if bad is None:
         return PortReport(*base, None, MATCHES, (), 0, ignored)
     where = f"{bad.key}.{bad.step}"
-    max_iters = min(MAX_SINKHORN_ITERS, max(40, 2 * golden.params.iters))
-    singles = [*catalogue(golden.params, max_iters), FACTOR]
+    singles = [*catalogue(golden.params), FACTOR]
     tried = 0
     found = []
     for m in singles:
