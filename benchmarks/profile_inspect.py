@@ -64,7 +64,7 @@ for mod, attr, label in steps:
     setattr(owner, name, timed)
 spent["start-up (typer, ours, the timed modules)"] = time.perf_counter() - t0
 sys.argv = ["hc", "inspect", *sys.argv[2:]]
-app._end = lambda: None  # report after the run instead of leaving at once
+app._end = lambda *a, **k: None  # report after the run instead of leaving at once
 try:
     app.main()
 except SystemExit:
