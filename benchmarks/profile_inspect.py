@@ -40,7 +40,6 @@ STEPS = [
     ("hccli.model.inventory", "build_inventory", "  the config's inventory"),
     ("hccli.checkpoint.verify.agree", "positions", "  inventory comparison"),
     ("hccli.checkpoint.verify.placement", "placement_findings", "  placement check"),
-    ("hccli.inspecting.report", "InspectReport.tree", "tree"),
     ("hccli.cli.output", "emit_json", "JSON text"),
     ("hccli.cli.output", "show", "rich rendering"),
 ]
