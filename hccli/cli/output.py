@@ -92,7 +92,7 @@ def _writing_stdout() -> Iterator[None]:
         raise OSError(exc.errno, exc.strerror or str(exc), "standard output") from exc
 
 
-def document(result: Any) -> Any:
+def json_document(result: Any) -> Any:
     """A command's result object as the JSON values `--json` writes (a plot drawn from them draws
     what is printed). Only a result object: a dict assembled on the way would be a second builder."""
     if not dataclasses.is_dataclass(result) or isinstance(result, type):
@@ -102,7 +102,7 @@ def document(result: Any) -> Any:
 
 def emit_json(result: Any) -> None:
     """Write a result object as one JSON document to stdout (no rich markup, no wrapping)."""
-    text = json.dumps(document(result), indent=2, allow_nan=False) + "\n"
+    text = json.dumps(json_document(result), indent=2, allow_nan=False) + "\n"
     with _writing_stdout():
         sys.stdout.write(text)
         sys.stdout.flush()

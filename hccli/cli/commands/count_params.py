@@ -13,7 +13,7 @@ from hccli.cli.render import count as render_count
 from hccli.cli.app import app
 from hccli.cli.options import (ComponentsOpt, GroupOpt, JsonOpt, LayersOpt, PlotOpt, RolesOpt, SitesOpt,
                                check_plot)
-from hccli.cli.output import document, emit, note, safe
+from hccli.cli.output import emit, json_document, note, safe
 from hccli.base.errors import HcError
 
 EPILOG = """Examples:
@@ -90,5 +90,5 @@ def count_params(
         from hccli.plot.params import params_data_from_json, plot_params
 
         # drawn from the JSON document itself, so that the bars are the figures --json prints
-        data = params_data_from_json(document(report), convention or PLOT_CONVENTIONS[0])
+        data = params_data_from_json(json_document(report), convention or PLOT_CONVENTIONS[0])
         note(safe(write_plot(plot, plot_params, data, forbidden_dir=guard)), wrap=False)
