@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from itertools import combinations
+from typing import ClassVar
 
 import numpy as np
 
@@ -58,6 +59,8 @@ class PortReport:
     explained_by: tuple[Explanation, ...]
     hypotheses_tried: int
     ignored: tuple[str, ...] = field(default=())  # port tensors that are no golden step
+
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("exit_code",)
 
     @property
     def exit_code(self) -> int:

@@ -33,16 +33,13 @@ def check_port_cmd(
     """Compare a port's HC site outputs with golden vectors step by step; name the first step that
     departs and the known mistake (or pair of mistakes) that explains it."""
     from hccli.cli.render import port as render_port
-    from hccli.cli.output import emit_json, show
+    from hccli.cli.output import emit
     from hccli.port.check import check_port
     from hccli.runsite.golden import read_golden, read_port
 
     g = read_golden(golden)
     steps, ignored = read_port(port, g)
     report = check_port(g, steps, str(port), ignored)
-    if json_out:
-        emit_json({**render_port.jsonable(report), "exit_code": report.exit_code})
-    else:
-        show(*render_port.renderables(report))
+    emit(report, json_out, lambda: render_port.renderables(report))
     if report.exit_code:
         raise typer.Exit(report.exit_code)
