@@ -104,8 +104,8 @@ def bench_cmd(
     from hccli.bench.op import run_bench
 
     if op is not Op.split:
-        _site(op.value, dim, dtype.torch_name, norm_eps, tokens, impl, device, hc_mult, iters, eps, reps, warmup,
-              seed, host, json_out)
+        _site(op.value, dim, dtype.torch_name, norm_eps, tokens, impl, device, iters, eps, reps, warmup, seed, host,
+              json_out)  # --hc-mult: flag_rules has held it to the site kernels' 4
         return
 
     names = tuple(canonical(n) for n in impl) if impl else TIMED
@@ -122,7 +122,7 @@ def bench_cmd(
 
 
 def _site(op: str, dim: int, stream: str, norm_eps: float | None, tokens: list[int] | None, impl: list[str] | None,
-          device: str | None, hc_mult: int | None, iters: int | None, eps: float | None, reps: int, warmup: int, seed: int, host: bool,
+          device: str | None, iters: int | None, eps: float | None, reps: int, warmup: int, seed: int, host: bool,
           json_out: bool) -> None:
     from hccli.cli.render import bench_site as render_bench_site
     from hccli.cli.output import emit_json, progress_bar, show
