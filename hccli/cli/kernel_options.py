@@ -15,7 +15,7 @@ import typer
 
 from hccli.cli.specs import parse_layers
 from hccli.errors import HcError
-from hccli.kernels.limits import MAX_HC_MULT, MAX_SINKHORN_ITERS
+from hccli.kernels.limits import MAX_BENCH_POINTS, MAX_HC_MULT, MAX_SINKHORN_ITERS
 from hccli.kernels.registry import IMPL_NAMES, TABLE, canonical
 from hccli.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
 
@@ -101,9 +101,15 @@ ItersOpt = Annotated[Optional[int], typer.Option(
 EpsOpt = Annotated[Optional[float], typer.Option("--eps", callback=_eps, help=f"eps (default {DEFAULT_HC_EPS:g}).")]
 TokensOpt = Annotated[Optional[int], typer.Option(
     "--tokens", "-t", callback=_at_least("--tokens", 1), help="Random mixes (or hidden states) of this many tokens.")]
+def _token_list(value: Optional[List[int]]) -> Optional[List[int]]:
+    if value is not None and len(value) > MAX_BENCH_POINTS:
+        raise HcError(f"--tokens given {len(value):,} times: expected at most {MAX_BENCH_POINTS} token counts a run")
+    return _at_least("--tokens", 1)(value)
+
+
 TokenListOpt = Annotated[Optional[List[int]], typer.Option(
-    "--tokens", "-t", callback=_at_least("--tokens", 1), help="Token counts to time (repeat the option; default "
-    "1, 64, 4096, 65536, 1M, 16M on a GPU, up to 65536 on the CPU).")]
+    "--tokens", "-t", callback=_token_list, help="Token counts to time (repeat the option, at most "
+    f"{MAX_BENCH_POINTS} times; default 1, 64, 4096, 65536, 1M, 16M on a GPU, up to 65536 on the CPU).")]
 MixesOpt = _input_file_option(
     "--mixes", "Mixes [..., (2+hc)*hc] from a .safetensors (tensor `mixes`), .npy or .json file.")
 HiddenFileOpt = _input_file_option(
