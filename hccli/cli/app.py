@@ -24,7 +24,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from hccli import __version__
 from hccli.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, HcError
-from hccli.interrupts import stop_once
+from hccli import interrupts
 
 if _gc_on:
     gc.enable()  # a library user's (or a test's) process keeps its GC
@@ -36,6 +36,8 @@ def describe(exc: BaseException) -> tuple[str, int]:
 
     if isinstance(exc, HcError):
         return f"hc: error: {plain(exc.message)}", exc.exit_code
+    if isinstance(exc, interrupts.Stopped):  # SIGTERM, SIGHUP: as shells report them, 128 + the number
+        return f"hc: interrupted ({signal.Signals(exc.signum).name})", 128 + exc.signum
     if isinstance(exc, (KeyboardInterrupt, typer.Abort)):  # Typer would end an Abort with 1: findings
         return "hc: interrupted", EXIT_INTERRUPTED
     if isinstance(exc, OSError):
@@ -47,6 +49,16 @@ def describe(exc: BaseException) -> tuple[str, int]:
     detail = plain(str(exc))[:300]
     return (f"hc: internal error: {type(exc).__name__}{': ' + detail if detail else ''} "
             "(HC_DEBUG=1 for the traceback)", EXIT_INTERNAL)
+
+
+def _say(line: str) -> None:
+    """The boundary's one line on stderr; where stderr is gone (the terminal hung up: SIGHUP, EIO)
+    the exit code alone says it."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _quiet_stdout() -> None:
@@ -76,7 +88,7 @@ class _HcGroup(TyperGroup):
                 import traceback
 
                 traceback.print_exc()
-            typer.echo(line, err=True)
+            _say(line)
             raise typer.Exit(code) from None
 
 
@@ -106,7 +118,8 @@ app = HcTyper(
     cls=_HcGroup,
     help=(
         "Count, inspect and run the hyper-connections (mHC) of DeepSeek-V4-family models.\n\n"
-        "Exit codes: 0 ok, 1 verify found errors, 2 bad usage or input, 70 internal error, 130 interrupted. "
+        "Exit codes: 0 ok, 1 verify found errors, 2 bad usage or input, 70 internal error, 130 interrupted "
+        "(143 SIGTERM, 129 SIGHUP). "
         "Set HC_DEBUG=1 to see tracebacks."
     ),
     no_args_is_help=True,
@@ -176,12 +189,11 @@ _ONE_BLAS_THREAD = frozenset({"inspect", "run-site", "check-port"})
 
 
 def main() -> None:
-    # The first Ctrl-C stops the command (KeyboardInterrupt: its clean-up runs, the boundary
-    # prints one line); later ones are ignored, so they cannot cut that short. A SIGINT the
-    # parent made us ignore (a background job) stays ignored.
-    stopping = signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    if stopping:
-        signal.signal(signal.SIGINT, stop_once)
+    # The first Ctrl-C, SIGTERM or SIGHUP stops the command (KeyboardInterrupt: its clean-up runs,
+    # the boundary prints one line, the code is 128 + the signal's number); later ones are ignored,
+    # so they cannot cut that short. A signal the parent made us ignore (a background job's SIGINT,
+    # nohup's SIGHUP) stays ignored.
+    taken = interrupts.install()
     # Typer builds every registered command's parameters at each start; a run of
     # one command registers only that one (start-up time), --help and the rest all.
     first = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
@@ -202,14 +214,15 @@ def main() -> None:
             code = EXIT_OK
         # The command is over. Python's teardown puts back the default action of a signal it
         # handles (the process dies with no exit code of ours) but keeps an ignored one ignored.
-        stopped = stopping and signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # stop_once has fired
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except KeyboardInterrupt:
-        # The first Ctrl-C came after the command's own boundary had answered (stop_once has
+        stopped = interrupts.fired() is not None
+        for s in taken:
+            signal.signal(s, signal.SIG_IGN)
+    except KeyboardInterrupt as exc:
+        # The first stop signal came after the command's own boundary had answered (stop_once has
         # already ignored the rest): the same one line as any interrupted command, no traceback.
-        line, code = describe(KeyboardInterrupt())
+        line, code = describe(exc)
         stopped = True
-        sys.stderr.write(line + "\n")
+        _say(line)
     try:
         sys.stdout.flush()  # what is still buffered goes now, where a closed pipe can be told apart
     except BrokenPipeError:
