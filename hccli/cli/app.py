@@ -4,7 +4,9 @@ Each command lives in its own module and registers itself on `app` when
 imported. The boundary sits in the group's `invoke`, so Typer's CliRunner in the
 tests goes through the same path as the console script: whatever a command
 raises becomes one line on stderr and an exit code chosen by the exception's
-type (`describe`). HC_DEBUG=1 adds the traceback and keeps the code.
+type (`describe`). HC_DEBUG=1 adds the traceback and keeps the code. What click
+itself refuses while parsing (an unknown option, a value of the wrong type, no
+command) is answered in the group's `main` the same way: one line, one hint, exit 2.
 """
 
 from __future__ import annotations
@@ -73,12 +75,66 @@ def _quiet_stdout() -> None:
     os.close(devnull)
 
 
-class _HcGroup(TyperGroup):
+# click as Typer runs it (a copy of its own in recent versions): its exceptions are the usage errors
+_click_errors = sys.modules[TyperGroup.__mro__[1].__module__.rpartition(".")[0] + ".exceptions"]
+
+
+def usage_lines(exc: Exception) -> list[str]:
+    """A usage error of click's (unknown option or command, a value of the wrong type, a missing
+    argument, no command at all): its message as the one line, and where to look next."""
+    ctx = getattr(exc, "ctx", None)
+    path = ctx.command_path if ctx is not None else "hc"
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    from hccli.cli.output import plain
+
+    return [f"hc: error: {plain(message)}", f"see '{plain(path)} --help'"]
+
+
+def _parsed(parse_args, ctx, args):
+    try:
+        return parse_args(ctx, args)
+    except _click_errors.UsageError as exc:
+        if exc.ctx is None:  # click's parser leaves some out: the hint then names the command all the same
+            exc.ctx = ctx
+        raise
+
+
+class _HcSubGroup(TyperGroup):
+    """A group of commands (the root, `hc cache`): no command is a usage error like any other."""
+
+    def parse_args(self, ctx, args):
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            # click's own answer would print the whole help on stdout, as it builds its message
+            raise _click_errors.UsageError(f"missing command; expected one of {', '.join(self.list_commands(ctx))}",
+                                           ctx=ctx)
+        return _parsed(super().parse_args, ctx, args)
+
+
+class _HcGroup(_HcSubGroup):
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        # The boundary for what click itself refuses, before or around `invoke`: one line (and one
+        # hint) for a usage error instead of click's box with the usage; click's own ends (--help,
+        # typer.Exit) come back as their exit codes.
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _click_errors.ClickException as exc:
+            for line in usage_lines(exc):
+                _say(line)
+            code = EXIT_INPUT
+        except (typer.Abort, KeyboardInterrupt) as exc:  # a prompt's end of input, a stop in parsing
+            line, code = describe(exc)
+            _say(line)
+        else:
+            code = code if isinstance(code, int) else EXIT_OK  # a command returns None
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except (typer.Exit, typer.TyperException):
-            raise  # Typer's own ends: --help, typer.Exit(code), usage errors (exit 2 with the usage)
+        except (typer.Exit, typer.TyperException, _click_errors.ClickException):
+            raise  # Typer's own ends: --help, typer.Exit(code), usage errors (main says them)
         except BrokenPipeError:
             _quiet_stdout()
             raise typer.Exit(EXIT_OK) from None
@@ -93,6 +149,9 @@ class _HcGroup(TyperGroup):
 
 
 class _HcCommand(TyperCommand):
+    def parse_args(self, ctx, args):
+        return _parsed(super().parse_args, ctx, args)
+
     def collect_usage_pieces(self, ctx):
         # arguments as click names them (PATH, [CONFIG]): typer writes a required one as {path},
         # which reads as a placeholder left unfilled
@@ -108,6 +167,9 @@ class _HcCommand(TyperCommand):
 
 class HcTyper(typer.Typer):
     """The root app and its sub-apps (`hc cache`): every command gets the usage line above."""
+
+    def __init__(self, *args, cls=None, **kwargs):
+        super().__init__(*args, cls=cls or _HcSubGroup, **kwargs)
 
     def command(self, *args, cls=None, **kwargs):
         return super().command(*args, cls=cls or _HcCommand, **kwargs)
