@@ -10,26 +10,28 @@ PY="${PYTHON:-python3}"
 PIP_FLAGS=(-q --disable-pip-version-check)
 W="$(mktemp -d)"
 trap 'rm -rf "$W"' EXIT
+SECONDS=0
 case "$W/" in "$SRC"/*) echo "wheel smoke: $W lies inside the checkout" >&2; exit 1;; esac
 
 fail() { echo "wheel smoke: FAILED: $*" >&2; exit 1; }
-step() { echo "+ $*" >&2; "$@" || fail "$* (exit $?)"; }
+step() { echo "+ [${SECONDS}s] $*" >&2; "$@" || fail "$* (exit $?)"; }
 # the same, its output shown only when it fails (the --help pages)
 quiet() {
-  echo "+ $*" >&2
+  echo "+ [${SECONDS}s] $*" >&2
   local out
-  out="$("$@" 2>&1)" || { printf '%s\n' "$out" >&2; fail "$* (exit $?)"; }
+  local code=0
+  out="$("$@" 2>&1)" || code=$?
+  [ "$code" -eq 0 ] || { printf '%s\n' "$out" >&2; fail "$* (exit $code)"; }
 }
 # runs a command and checks that its standard output holds a text
 expect() {
   local want="$1"; shift
-  echo "+ $*  (expecting: $want)" >&2
+  echo "+ [${SECONDS}s] $*  (expecting: $want)" >&2
   local out
   out="$("$@")" || fail "$* (exit $?)"
   grep -qF -- "$want" <<<"$out" || { printf '%s\n' "$out" >&2; fail "$*: no '$want' in its output"; }
 }
 
-start=$SECONDS
 echo "== wheel smoke: building the sdist, and the wheel from it" >&2
 step "$PY" -m venv "$W/builder"
 step "$W/builder/bin/pip" install "${PIP_FLAGS[@]}" build
@@ -114,4 +116,4 @@ step "$W/venv/bin/pip" install "${PIP_FLAGS[@]}" torch==2.13.0
 step hc run-kernel --checkpoint tiny --layer 2 --site ffn --device cpu
 step hc run-kernel --device cpu --tokens 8 --json
 step hc bench --device cpu --tokens 64 --reps 2 --warmup 1
-echo "== wheel smoke: passed in $((SECONDS - start)) s" >&2
+echo "== wheel smoke: passed in ${SECONDS} s" >&2
