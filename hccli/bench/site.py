@@ -26,7 +26,7 @@ from hccli.base.errors import HcError
 from hccli.base.jsonable import INLINE
 from hccli.bench import op as bench
 from hccli.bench.site_host import HC, PEER, time_site_host
-from hccli.base.limits import MAX_SITE_BENCH_BYTES
+from hccli.base.limits import MAX_BENCH_REPS, MAX_BENCH_WARMUP, MAX_SITE_BENCH_BYTES
 from hccli.base.vocab import DEFAULT_HC_EPS, DEFAULT_NORM_EPS, DEFAULT_SINKHORN_ITERS
 
 SITE_OPS = ("site-pre", "site-write")
@@ -305,6 +305,9 @@ def run_site_bench(op: str, tokens: tuple[int, ...] | None = None, impls: tuple[
         if name not in impl_names(op):
             raise HcError(f"implementation {name!r} is unknown to hc bench --op {op}; expected some of "
                           f"{', '.join(impl_names(op))}")
+    if not (1 <= reps <= MAX_BENCH_REPS and 0 <= warmup <= MAX_BENCH_WARMUP):
+        raise HcError(f"reps {reps} / warmup {warmup}: expected reps 1 to {MAX_BENCH_REPS:,} and warmup 0 to "
+                      f"{MAX_BENCH_WARMUP:,}")
     torch = _import_torch()
     dev = _normalise_device(torch, device)
     if dev == "cpu" or not torch.cuda.is_available():
@@ -335,7 +338,7 @@ def run_site_bench(op: str, tokens: tuple[int, ...] | None = None, impls: tuple[
     bpt = bytes_per_token(op, dim, elem)
     samples = bench.timer(torch, True)
     copy_gbps = bench.copy_bandwidth(torch, dev, 1 << 30)
-    g = torch.Generator(device=dev).manual_seed(seed)
+    g = torch.Generator(device=dev).manual_seed(seed % (1 << 64))  # any seed: torch takes 64 bits
     rows: list[SiteRow] = []
     total, done = len(tokens) * len(impl_list), 0
     with torch.no_grad():

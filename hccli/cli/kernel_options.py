@@ -14,7 +14,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from hccli.base.errors import HcError
-from hccli.base.limits import MAX_HC_MULT, MAX_SINKHORN_ITERS
+from hccli.base.limits import MAX_BENCH_POINTS, MAX_HC_MULT, MAX_SINKHORN_ITERS
 from hccli.cli.options import (Choice, at_least, choice_option, config_option, device_option, input_file,
                                layers_option, seed_option, token_list_option, tokens_option)
 from hccli.kernels.registry import ALIASES, IMPL_NAMES, TABLE, canonical
@@ -68,8 +68,9 @@ ItersOpt = Annotated[Optional[int], typer.Option(
     help=f"Sinkhorn iterations (default {DEFAULT_SINKHORN_ITERS}).")]
 EpsOpt = Annotated[Optional[float], typer.Option("--eps", callback=_eps, help=f"eps (default {DEFAULT_HC_EPS:g}).")]
 TokensOpt = tokens_option("Random mixes (or hidden states) of this many tokens.")
-TokenListOpt = token_list_option("Token counts to time (repeat the option; default "
-                                 "1, 64, 4096, 65536, 1M, 16M on a GPU, up to 65536 on the CPU).")
+TokenListOpt = token_list_option("Token counts to time (repeat the option, at most "
+                                 f"{MAX_BENCH_POINTS} times; default 1, 64, 4096, 65536, 1M, 16M on a GPU, "
+                                 "up to 65536 on the CPU).", most=MAX_BENCH_POINTS)
 MixesOpt = _input_file_option(
     "--mixes", "Mixes [..., (2+hc)*hc] from a .safetensors (tensor `mixes`), .npy or .json file.")
 HiddenFileOpt = _input_file_option(

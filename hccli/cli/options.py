@@ -194,8 +194,16 @@ def tokens_option(help: str, at_least_: int = 1, at_most: int | None = None) -> 
         "--tokens", "-t", callback=at_least("--tokens", at_least_, at_most), help=help)]
 
 
-def token_list_option(help: str) -> Any:
-    return Annotated[Optional[List[int]], typer.Option("--tokens", "-t", callback=at_least("--tokens", 1), help=help)]
+def token_list_option(help: str, most: int | None = None) -> Any:
+    """A repeatable --tokens; `most` bounds how many times it may be given."""
+    each = at_least("--tokens", 1)
+
+    def check(value: Optional[List[int]]) -> Optional[List[int]]:
+        if value is not None and most is not None and len(value) > most:
+            raise HcError(f"--tokens given {len(value):,} times: expected at most {most} token counts a run")
+        return each(value)
+
+    return Annotated[Optional[List[int]], typer.Option("--tokens", "-t", callback=check, help=help)]
 
 
 def device_option(help: str) -> Any:

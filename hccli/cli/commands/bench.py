@@ -10,6 +10,7 @@ from hccli.cli.app import app
 from hccli.cli.flag_rules import check_flags
 from hccli.cli.kernel_options import EpsOpt, HcMultOpt, ItersOpt, SeedOpt, TokenListOpt, _eps, one_of
 from hccli.cli.options import Choice, JsonOpt, at_least, choice_option, device_option
+from hccli.base.limits import MAX_BENCH_REPS, MAX_BENCH_WARMUP
 from hccli.kernels.registry import TIMED, canonical
 from hccli.base.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
 
@@ -76,10 +77,12 @@ def bench_cmd(
     hc_mult: HcMultOpt = None,
     iters: ItersOpt = None,
     eps: EpsOpt = None,
-    reps: Annotated[int, typer.Option("--reps", callback=at_least("--reps", 1),
-                                      help="Timed samples per point (the median is shown).")] = 15,
-    warmup: Annotated[int, typer.Option("--warmup", callback=at_least("--warmup", 0),
-                                        help="Untimed calls first (they also build the kernels).")] = 3,
+    reps: Annotated[int, typer.Option("--reps", callback=at_least("--reps", 1, MAX_BENCH_REPS),
+                                      help=f"Timed samples per point (the median is shown; at most "
+                                      f"{MAX_BENCH_REPS:,}).")] = 15,
+    warmup: Annotated[int, typer.Option("--warmup", callback=at_least("--warmup", 0, MAX_BENCH_WARMUP),
+                                        help=f"Untimed calls first (they also build the kernels; at most "
+                                        f"{MAX_BENCH_WARMUP}).")] = 3,
     seed: SeedOpt = 0,
     host: Annotated[bool, typer.Option("--host", help="Also time the host side of one eager call (raw launch, "
                                        "public call with and without preallocated outputs) at n = 1, 64, "
