@@ -22,6 +22,7 @@ import numpy as np
 from hccli.names import dialects as D
 from hccli.base.bounded import one_line
 from hccli.checkpoint.safetensors.header_types import DTYPES
+from hccli.checkpoint.hc import MAX_HC_ELEMENTS
 from hccli.checkpoint.source import ByteSource
 from hccli.model.components import component_of  # noqa: F401 - diff's name for it
 from hccli.model.config.model import ConfigUnusable
@@ -36,7 +37,6 @@ from hccli.base.vocab import (
     parse_hc_name,
 )
 
-MAX_HC_ELEMENTS = 1 << 26  # a V4-Pro fn is 24 x 4*7168 = 688k; 64M is past any real one
 # --values all decodes this many elements at a time: float64 copies of 32 MB, a few of them live
 CHUNK_ELEMENTS = 1 << 22
 _COUNT_LOCK = threading.Lock()  # remote sides read from several threads
@@ -167,7 +167,7 @@ def read_both(a: HcView, b: HcView, groups: Iterable[list[HcName]]) -> Iterator[
 
 # --- the model's shape without a config ---------------------------------------------------
 
-def _gguf_settings(ckpt) -> tuple[ModelShape | None, int, float, float]:
+def _gguf_figures(ckpt) -> tuple[ModelShape | None, int, float, float]:
     """(model, iterations, eps, norm_eps) from a GGUF's metadata (checkpoint/gguf/settings.py: each
     key within its bound, else an error naming it), the model None where it lacks its figures,
     the reference defaults for keys it lacks."""
@@ -263,7 +263,7 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
         model = ModelShape(cfg.hc_mult, cfg.n_layers, cfg.dim, "config")
         iters, eps, norm_eps, n_stages = cfg.hc_sinkhorn_iters, cfg.hc_eps, cfg.norm_eps, cfg.n_stages
     else:
-        model, iters, eps, norm_eps = _gguf_settings(ckpt) if gguf else (None, DEFAULT_SINKHORN_ITERS,
+        model, iters, eps, norm_eps = _gguf_figures(ckpt) if gguf else (None, DEFAULT_SINKHORN_ITERS,
                                                                          DEFAULT_HC_EPS, DEFAULT_NORM_EPS)
         model = model or from_hc_shapes((t.hc, t.shape) for t in hc.values())
         n_stages = max((t.hc.num + 1 for t in hc.values() if t.hc.kind == STAGE), default=0)
