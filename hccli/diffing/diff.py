@@ -33,6 +33,7 @@ from hccli.base.errors import HcError
 from hccli.checkpoint.view import HcTensor, HcView, OtherTensor, component_of, read_both
 from hccli.model.inventory_types import COMPONENTS
 from hccli.model.shape import differences
+from hccli.ops.compare import gaps, same_bits
 from hccli.base.vocab import HC_PARTS, SITE_ORDER
 
 SAMPLE_TOKENS = 16
@@ -169,22 +170,14 @@ def model_difference(a: HcView, b: HcView) -> str | None:
 
 # --- comparing values ----------------------------------------------------------------------
 
-def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    """Bit for bit the same values (+0.0 and -0.0 are equal numbers, not the same value; two types: as float64)."""
-    a, b = (a, b) if a.dtype == b.dtype else (a.astype(np.float64), b.astype(np.float64))
-    bits = np.dtype(f"u{a.dtype.itemsize}")
-    return a.shape == b.shape and np.array_equal(a.view(bits), b.view(bits))
-
-
 def _compare(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> tuple[float, float, int, bool, float]:
     """(max abs, max rel, elements beyond tolerance, bit-identical values, max abs / max |a|)."""
     if same_bits(a, b):  # the common case, without float64 copies
         return 0.0, 0.0, 0, True, 0.0
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    both_nan = np.isnan(a64) & np.isnan(b64)
+    c = gaps(a, b)
+    a64, diff = c.a, c.gap
     with np.errstate(all="ignore"):
-        diff = np.where(both_nan | (a64 == b64), 0.0, np.abs(b64 - a64))  # inf == inf: 0, not nan
-        denom = np.maximum(np.abs(a64), np.abs(b64))
+        denom = np.maximum(np.abs(a64), np.abs(c.b))
         rel = np.where(diff == 0, 0.0, diff / np.where(denom == 0, 1.0, denom))
         bad = (diff != 0) & ~(diff <= atol + rtol * np.abs(a64))  # a nan difference is beyond any tolerance
     identical = False  # the bits differ (same_bits above); numerically equal values are "within", 0 apart
