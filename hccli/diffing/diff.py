@@ -18,7 +18,7 @@ same bits: +0.0 against -0.0 is within any tolerance, not equal. Nothing here pr
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Collection, Iterator
 
 import numpy as np
@@ -262,20 +262,38 @@ def compare_inventory(a: HcView, b: HcView, differ: Collection[str] = ()):
     comp = {n: component_of(n) for n in (*ia, *only_b)}
     changed = tuple(Changed(n, comp[n], x.dtype, y.dtype, x.shape, y.shape)
                     for n, x in ia.items() if (y := ib.get(n)) is not None and x[2:4] != y[2:4])
-    acc: dict[str, list[int]] = {}
+    acc: dict[str, _Tally] = {}
     for side, inv, only in ((0, ia, set(only_a)), (1, ib, set(only_b))):
         for n, x in inv.items():
-            c = acc.get(comp[n]) or acc.setdefault(comp[n], [0] * 9)
-            c[side] += 1
-            c[5 + side] += x.nbytes
-            c[7 + side] += x.logical_params
+            c = acc.get(comp[n]) or acc.setdefault(comp[n], _Tally())
+            c.tensors[side] += 1
+            c.bytes[side] += x.nbytes
+            c.params[side] += x.logical_params
         for n in only:
-            acc[comp[n]][2 + side] += 1
+            acc[comp[n]].only_in[side] += 1
     for n in {ch.name for ch in changed} | {n for n in differ if n in ia and n in ib}:
-        acc[comp[n]][4] += 1
+        acc[comp[n]].changed += 1
     order = {c: i for i, c in enumerate((*COMPONENTS, "other"))}
-    comps = tuple(ComponentRow(c, *v) for c, v in sorted(acc.items(), key=lambda kv: order[kv[0]]))
+    comps = tuple(t.row(c) for c, t in sorted(acc.items(), key=lambda kv: order[kv[0]]))
     return only_a, only_b, changed, comps
+
+
+def _pair() -> list[int]:
+    return [0, 0]
+
+
+@dataclass(slots=True)
+class _Tally:
+    """One component's ComponentRow as compare_inventory gathers it: [A, B] where each side has its own."""
+
+    tensors: list[int] = field(default_factory=_pair)
+    only_in: list[int] = field(default_factory=_pair)
+    changed: int = 0
+    bytes: list[int] = field(default_factory=_pair)
+    params: list[int] = field(default_factory=_pair)
+
+    def row(self, component: str) -> ComponentRow:
+        return ComponentRow(component, *self.tensors, *self.only_in, self.changed, *self.bytes, *self.params)
 
 
 def _paired(ita: Iterator[np.ndarray], itb: Iterator[np.ndarray]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
