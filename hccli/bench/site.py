@@ -44,7 +44,7 @@ def bytes_per_token(op: str, dim: int, elem: int) -> int:
 
 
 @dataclass(frozen=True)
-class SiteRow:
+class SiteBenchRow:
     impl: str
     collapse: str  # "own" (V4), "delayed" (V4.1) or "" (write-back)
     tokens: int
@@ -74,7 +74,7 @@ class SiteBenchResult:
     bytes_per_token: int
     copy_gbps: float
     statistic: str
-    rows: tuple[SiteRow, ...]
+    rows: tuple[SiteBenchRow, ...]
     skipped: dict[str, str]
     host: tuple[Any, ...] = ()
 
@@ -338,7 +338,7 @@ def run_site_bench(op: str, tokens: tuple[int, ...] | None = None, impls: tuple[
     samples = bench.timer(torch, True)
     copy_gbps = bench.copy_bandwidth(torch, dev, 1 << 30)
     g = torch.Generator(device=dev).manual_seed(seed)
-    rows: list[SiteRow] = []
+    rows: list[SiteBenchRow] = []
     total, done = len(tokens) * len(impl_list), 0
     with torch.no_grad():
         for n in tokens:
@@ -366,7 +366,7 @@ def run_site_bench(op: str, tokens: tuple[int, ...] | None = None, impls: tuple[
                     eager_ms[collapse] = ms
                 gbps = n * bpt / (ms * 1e-3) / 1e9
                 base_ms = eager_ms.get(collapse)
-                rows.append(SiteRow(impl, collapse, n, ms, min(times), calls, reps, n / (ms * 1e-3), gbps,
+                rows.append(SiteBenchRow(impl, collapse, n, ms, min(times), calls, reps, n / (ms * 1e-3), gbps,
                                     100.0 * gbps / copy_gbps, base_ms / ms if base_ms else None, errs, ulps, flags))
                 done += 1
             del case

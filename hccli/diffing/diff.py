@@ -47,7 +47,7 @@ _PART_ORDER = {p: i for i, p in enumerate(HC_PARTS)}
 
 
 @dataclass(frozen=True)
-class SiteRow:
+class DiffSiteRow:
     layer: int
     site: str
     part: str
@@ -81,7 +81,7 @@ class Changed:
 
 
 @dataclass(frozen=True)
-class ComponentRow:
+class DiffComponentRow:
     component: str
     tensors_a: int
     tensors_b: int
@@ -114,11 +114,11 @@ class DiffReport:
     rtol: float
     sample_tokens: int
     seed: int
-    sites: tuple[SiteRow, ...]
+    sites: tuple[DiffSiteRow, ...]
     only_in_a: tuple[str, ...]
     only_in_b: tuple[str, ...]
     changed: tuple[Changed, ...]
-    components: tuple[ComponentRow, ...]
+    components: tuple[DiffComponentRow, ...]
     values: tuple[ValueRow, ...] | None
     bytes_read_a: int
     bytes_read_b: int
@@ -188,26 +188,26 @@ def _compare(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> tuple[fl
     return mx, mr, int(bad.sum()), identical, scaled
 
 
-def _row(layer: int, hc, ta: HcTensor | None, tb: HcTensor | None, status: str, stats=None) -> SiteRow:
+def _row(layer: int, hc, ta: HcTensor | None, tb: HcTensor | None, status: str, stats=None) -> DiffSiteRow:
     mx, mr, beyond, scaled = stats if stats else (None, None, None, None)
-    return SiteRow(layer, hc.site, hc.part, hc.canonical(), status, mx, mr, beyond, scaled,
+    return DiffSiteRow(layer, hc.site, hc.part, hc.canonical(), status, mx, mr, beyond, scaled,
                    ta.dtype if ta else None, tb.dtype if tb else None,
                    ta.shape if ta else None, tb.shape if tb else None,
                    ta.stored_name if ta else None, tb.stored_name if tb else None)
 
 
 def compare_hc(a: HcView, b: HcView, *, atol: float, rtol: float, tokens: int, seed: int,
-               advance: Advance = no_advance, selection: Selection = Selection(None, None)) -> list[SiteRow]:
+               advance: Advance = no_advance, selection: Selection = Selection(None, None)) -> list[DiffSiteRow]:
     n_layers, n_stages = numbering(a, b)
     hc_mult, dim = a.model.hc_mult or b.model.hc_mult, a.model.dim or b.model.dim
     hidden = sample_hidden(tokens, seed, hc_mult, dim) if hc_mult and dim and tokens else None
     via = f"{tokens} sample tokens (seed {seed})"
     sites = site_groups(a, b, selection)
-    rows: list[SiteRow] = []
+    rows: list[DiffSiteRow] = []
     for ((owner, site), names), (ra, rb) in zip(sites.items(), read_both(a, b, sites.values())):
         va: dict[str, np.ndarray] = {}
         vb: dict[str, np.ndarray] = {}
-        part_rows: dict[str, SiteRow] = {}
+        part_rows: dict[str, DiffSiteRow] = {}
         for hc in sorted(names, key=lambda h: _PART_ORDER[h.part]):
             layer = hc.layer(n_layers, n_stages)
             ta, tb = a.hc.get(hc.canonical()), b.hc.get(hc.canonical())
@@ -229,15 +229,15 @@ def compare_hc(a: HcView, b: HcView, *, atol: float, rtol: float, tokens: int, s
         alone, sample = site_effects(a, b, site, va, vb, hidden, via)
         for part, row in part_rows.items():
             eff = alone if part == "base" else sample
-            rows.append(row if eff is None else SiteRow(**{**row.__dict__, "effect": eff}))
+            rows.append(row if eff is None else DiffSiteRow(**{**row.__dict__, "effect": eff}))
         advance(hc_bytes(a, b, names), owner or "head")
     return sort_rows(rows)
 
 
-def sort_rows(rows: list[SiteRow]) -> list[SiteRow]:
+def sort_rows(rows: list[DiffSiteRow]) -> list[DiffSiteRow]:
     """Worst first: structural defects, then the largest difference against the tensor's own
     magnitude (an F16 fn's rounding sorts below a Q8_0 fn's blocks, whatever the elements)."""
-    def key(r: SiteRow):
+    def key(r: DiffSiteRow):
         s = 0.0 if r.rel_to_max is None else (np.inf if r.rel_to_max != r.rel_to_max else r.rel_to_max)
         return (_RANK[r.status], -s, r.layer, SITE_ORDER[r.site], _PART_ORDER[r.part])
     return sorted(rows, key=key)
@@ -262,10 +262,10 @@ def compare_inventory(a: HcView, b: HcView, differ: Collection[str] = ()):
     comp = {n: component_of(n) for n in (*ia, *only_b)}
     changed = tuple(Changed(n, comp[n], x.dtype, y.dtype, x.shape, y.shape)
                     for n, x in ia.items() if (y := ib.get(n)) is not None and x[2:4] != y[2:4])
-    acc: dict[str, _Tally] = {}
+    acc: dict[str, _InventoryTally] = {}
     for side, inv, only in ((0, ia, set(only_a)), (1, ib, set(only_b))):
         for n, x in inv.items():
-            c = acc.get(comp[n]) or acc.setdefault(comp[n], _Tally())
+            c = acc.get(comp[n]) or acc.setdefault(comp[n], _InventoryTally())
             c.tensors[side] += 1
             c.bytes[side] += x.nbytes
             c.params[side] += x.logical_params
@@ -283,8 +283,8 @@ def _pair() -> list[int]:
 
 
 @dataclass(slots=True)
-class _Tally:
-    """One component's ComponentRow as compare_inventory gathers it: [A, B] where each side has its own."""
+class _InventoryTally:
+    """One component's DiffComponentRow as compare_inventory gathers it: [A, B] where each side has its own."""
 
     tensors: list[int] = field(default_factory=_pair)
     only_in: list[int] = field(default_factory=_pair)
@@ -292,8 +292,8 @@ class _Tally:
     bytes: list[int] = field(default_factory=_pair)
     params: list[int] = field(default_factory=_pair)
 
-    def row(self, component: str) -> ComponentRow:
-        return ComponentRow(component, *self.tensors, *self.only_in, self.changed, *self.bytes, *self.params)
+    def row(self, component: str) -> DiffComponentRow:
+        return DiffComponentRow(component, *self.tensors, *self.only_in, self.changed, *self.bytes, *self.params)
 
 
 def _paired(ita: Iterator[np.ndarray], itb: Iterator[np.ndarray]) -> Iterator[tuple[np.ndarray, np.ndarray]]:

@@ -23,7 +23,7 @@ from itertools import cycle, islice, product, repeat
 from math import ceil, prod
 
 from hccli.model.config.model import ModelConfig
-from hccli.model.inventory_types import DTYPE_BYTES, Columns, Inventory, TensorSpec
+from hccli.model.inventory_types import DTYPE_BYTES, Inventory, InventoryColumns, TensorSpec
 from hccli.model.layers import LayerPlan, plan_layers
 from hccli.model.packing import fp4_shapes
 from hccli.model.releases import Release, release_candidate, shard_layout
@@ -32,7 +32,7 @@ from hccli.base.vocab import owner_of
 class _Builder:
     def __init__(self, cfg: ModelConfig, *, exact: bool, hc_only: bool = False):
         self.cfg = cfg
-        self.out = Columns([], [], [], [], [], [], [], [], [])
+        self.out = InventoryColumns([], [], [], [], [], [], [], [], [])
         self.nbytes = 0  # Inventory.total_size, kept as tensors are added
         self.layer: int | None = None
         self.scope = "text"

@@ -67,7 +67,7 @@ class TensorSpec(NamedTuple):
         return self.elements * FP4_PER_BYTE if self.fp4_packed else self.elements
 
 
-class Columns(NamedTuple):
+class InventoryColumns(NamedTuple):
     """The inventory as one list per TensorSpec field, in inventory order: what verify compares
     with the shards' columns, built by C-level extends (a record per tensor is made only for a
     caller that asks for `Inventory.tensors`)."""
@@ -87,7 +87,7 @@ class Columns(NamedTuple):
 class Inventory:
     config: ModelConfig
     plan: LayerPlan
-    columns: Columns
+    columns: InventoryColumns
     layout: ShardLayout
     total_size: int  # the index's metadata.total_size: the sum of the tensors' byte spans (kept by the builder)
     release: Release | None = None  # the published release this config is (names, shapes, placement, totals)

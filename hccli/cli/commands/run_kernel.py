@@ -52,13 +52,13 @@ def _source(tokens, seed, mixes, hidden, hidden_file, dim):
 
 
 def _site(checkpoint, layer, site):
-    from hccli.runkernel.run import SiteRef
+    from hccli.runkernel.run import CheckpointSite
 
     if checkpoint is None and layer is not None:
         raise HcError("--layer needs --checkpoint (the layer whose hc_base and hc_scale to use)")
     if checkpoint is not None and layer is None:
         raise HcError(f"--checkpoint {checkpoint}: also give --layer L (and --site attn|ffn)")
-    return None if checkpoint is None else SiteRef(checkpoint, layer, site)
+    return None if checkpoint is None else CheckpointSite(checkpoint, layer, site)
 
 
 @app.command("run-kernel", epilog=EPILOG)

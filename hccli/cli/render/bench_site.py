@@ -9,14 +9,14 @@ from rich.table import Table
 from rich.text import Text
 
 from hccli.cli.render.bench import _host_table, _rate, _tokens, machine_line, rows_by_tokens
-from hccli.bench.site import SiteBenchResult, SiteRow
+from hccli.bench.site import SiteBenchResult, SiteBenchRow
 
 
 def _err(x: float) -> str:
     return "[red]NaN[/]" if math.isnan(x) else (f"{x:.2g}" if x else "0")
 
 
-def _errors(r: SiteRow) -> str:
+def _errors(r: SiteBenchRow) -> str:
     parts = []
     for name, e in r.max_err.items():
         text = f"{name} {_err(e)}"
@@ -26,7 +26,7 @@ def _errors(r: SiteRow) -> str:
     return ", ".join(parts)
 
 
-def _identical(r: SiteRow) -> str:
+def _identical(r: SiteBenchRow) -> str:
     if not r.identical:
         return "-"
     bad = [k for k, ok in r.identical.items() if not ok]
