@@ -226,7 +226,7 @@ def run_bench(
 ) -> BenchResult:
     """Time `impls` (default every one registry.TIMED names) at each token count; HcError without a GPU
     unless device is cpu."""
-    from hccli.kernels.registry import IMPLS, TIMED, _import_torch, _normalise_device, function
+    from hccli.kernels.registry import IMPLS, TIMED, function, import_torch, normalise_device
     from hccli.kernels.torch_ref import check_op_params
 
     check_op_params(hc_mult, sinkhorn_iters, eps)
@@ -236,8 +236,8 @@ def run_bench(
             raise HcError(f"implementation {name!r} is unknown to hc bench; expected some of {', '.join(TIMED)}")
     if reps < 1 or warmup < 0:
         raise HcError(f"reps {reps} / warmup {warmup}: expected reps >= 1 and warmup >= 0")
-    torch = _import_torch()
-    dev = _normalise_device(torch, device)
+    torch = import_torch()
+    dev = normalise_device(torch, device)
     if dev is None:
         if not torch.cuda.is_available():
             raise HcError(NO_GPU)

@@ -298,7 +298,7 @@ def run_site_bench(op: str, tokens: tuple[int, ...] | None = None, impls: tuple[
                    warmup: int = 3, seed: int = 0, host: bool = False, device: str | None = None,
                    progress: Callable[[int, int, str], None] | None = None) -> SiteBenchResult:
     """Time the site op on a CUDA GPU (default the first); HcError without one."""
-    from hccli.kernels.registry import _import_torch, _normalise_device
+    from hccli.kernels.registry import import_torch, normalise_device
 
     if op not in SITE_OPS:
         raise HcError(f"site op {op!r} is unknown; expected one of {', '.join(SITE_OPS)}")
@@ -307,8 +307,8 @@ def run_site_bench(op: str, tokens: tuple[int, ...] | None = None, impls: tuple[
         if name not in impl_names(op):
             raise HcError(f"implementation {name!r} is unknown to hc bench --op {op}; expected some of "
                           f"{', '.join(impl_names(op))}")
-    torch = _import_torch()
-    dev = _normalise_device(torch, device)
+    torch = import_torch()
+    dev = normalise_device(torch, device)
     if dev == "cpu" or not torch.cuda.is_available():
         raise HcError(f"hc bench --op {op} times GPU kernels, and " +
                       ("device cpu was asked for" if dev == "cpu" else "torch sees no CUDA device here"))

@@ -32,7 +32,7 @@ def one_of(names: list[str]) -> str:
     return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else "".join(names)
 
 
-def _at_least(flag: str, minimum: int, maximum: int | None = None, why: str = ""):
+def at_least(flag: str, minimum: int, maximum: int | None = None, why: str = ""):
     def check(value):
         if value is None:
             return value
@@ -45,13 +45,13 @@ def _at_least(flag: str, minimum: int, maximum: int | None = None, why: str = ""
     return check
 
 
-def _eps(value: Optional[float]) -> Optional[float]:
+def check_eps(value: Optional[float]) -> Optional[float]:
     if value is not None and not (math.isfinite(value) and value >= 0):
         raise HcError(f"--eps {value}: expected a finite number >= 0")
     return value
 
 
-def _input_file(flag: str):
+def input_file(flag: str):
     def check(value: Optional[Path]) -> Optional[Path]:
         if value is not None:
             from hccli.runkernel.files import regular_file
@@ -67,7 +67,7 @@ def _input_file(flag: str):
 
 def _input_file_option(flag: str, help: str) -> Any:
     """An optional path option read as an input file (a regular file, else one line naming the flag)."""
-    return Annotated[Optional[Path], typer.Option(flag, callback=_input_file(flag), help=help)]
+    return Annotated[Optional[Path], typer.Option(flag, callback=input_file(flag), help=help)]
 
 
 def _one_layer(text: str) -> int:
@@ -91,18 +91,18 @@ ImplOpt = Annotated[str, typer.Option("--impl", callback=_impl, help=one_of(
     [f"{i.name} ({i.says})" if i.says else i.name for i in TABLE]) + ".")]
 DeviceOpt = Annotated[Optional[str], typer.Option(
     "--device", help="cpu, cuda or cuda:N (default: chosen by --impl).")]
-SeedOpt = Annotated[int, typer.Option("--seed", callback=_at_least("--seed", 0), help="Seed of the random input.")]
+SeedOpt = Annotated[int, typer.Option("--seed", callback=at_least("--seed", 0), help="Seed of the random input.")]
 HcMultOpt = Annotated[Optional[int], typer.Option(
-    "--hc-mult", callback=_at_least("--hc-mult", 1, MAX_HC_MULT, _HC_WHY),
+    "--hc-mult", callback=at_least("--hc-mult", 1, MAX_HC_MULT, _HC_WHY),
     help=f"Streams (default {DEFAULT_HC_MULT}; at most {MAX_HC_MULT}).")]
 ItersOpt = Annotated[Optional[int], typer.Option(
-    "--iters", callback=_at_least("--iters", 1, MAX_SINKHORN_ITERS),
+    "--iters", callback=at_least("--iters", 1, MAX_SINKHORN_ITERS),
     help=f"Sinkhorn iterations (default {DEFAULT_SINKHORN_ITERS}).")]
-EpsOpt = Annotated[Optional[float], typer.Option("--eps", callback=_eps, help=f"eps (default {DEFAULT_HC_EPS:g}).")]
+EpsOpt = Annotated[Optional[float], typer.Option("--eps", callback=check_eps, help=f"eps (default {DEFAULT_HC_EPS:g}).")]
 TokensOpt = Annotated[Optional[int], typer.Option(
-    "--tokens", "-t", callback=_at_least("--tokens", 1), help="Random mixes (or hidden states) of this many tokens.")]
+    "--tokens", "-t", callback=at_least("--tokens", 1), help="Random mixes (or hidden states) of this many tokens.")]
 TokenListOpt = Annotated[Optional[List[int]], typer.Option(
-    "--tokens", "-t", callback=_at_least("--tokens", 1), help="Token counts to time (repeat the option; default "
+    "--tokens", "-t", callback=at_least("--tokens", 1), help="Token counts to time (repeat the option; default "
     "1, 64, 4096, 65536, 1M, 16M on a GPU, up to 65536 on the CPU).")]
 MixesOpt = _input_file_option(
     "--mixes", "Mixes [..., (2+hc)*hc] from a .safetensors (tensor `mixes`), .npy or .json file.")

@@ -7,7 +7,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from hccli.cli.app import app
-from hccli.cli.kernel_options import EpsOpt, HcMultOpt, ItersOpt, SeedOpt, TokenListOpt, _at_least, _eps, one_of
+from hccli.cli.kernel_options import EpsOpt, HcMultOpt, ItersOpt, SeedOpt, TokenListOpt, at_least, check_eps, one_of
 from hccli.cli.options import JsonOpt
 from hccli.base.errors import HcError
 from hccli.kernels.registry import TIMED, canonical
@@ -53,11 +53,11 @@ def _stream(value: str) -> str:
 def bench_cmd(
     op: Annotated[str, typer.Option("--op", callback=_op, help="split (the split-Sinkhorn op, default), "
                                     "site-pre or site-write (the site's kernels, hc 4).")] = "split",
-    dim: Annotated[int, typer.Option("--dim", callback=_at_least("--dim", 1),
+    dim: Annotated[int, typer.Option("--dim", callback=at_least("--dim", 1),
                                      help="Features per stream for --op site-* (default 5120).")] = 5120,
     dtype: Annotated[str, typer.Option("--dtype", callback=_stream,
                                        help="The streams' dtype for --op site-*: bf16 (default) or f32.")] = "bf16",
-    norm_eps: Annotated[Optional[float], typer.Option("--norm-eps", callback=_eps,
+    norm_eps: Annotated[Optional[float], typer.Option("--norm-eps", callback=check_eps,
                                                       help="The RMS statistic's eps for --op site-pre (default "
                                                       "1e-20, V4.1-Flash's).")] = None,
     tokens: TokenListOpt = None,
@@ -69,9 +69,9 @@ def bench_cmd(
     hc_mult: HcMultOpt = None,
     iters: ItersOpt = None,
     eps: EpsOpt = None,
-    reps: Annotated[int, typer.Option("--reps", callback=_at_least("--reps", 1),
+    reps: Annotated[int, typer.Option("--reps", callback=at_least("--reps", 1),
                                       help="Timed samples per point (the median is shown).")] = 15,
-    warmup: Annotated[int, typer.Option("--warmup", callback=_at_least("--warmup", 0),
+    warmup: Annotated[int, typer.Option("--warmup", callback=at_least("--warmup", 0),
                                         help="Untimed calls first (they also build the kernels).")] = 3,
     seed: SeedOpt = 0,
     host: Annotated[bool, typer.Option("--host", help="Also time the host side of one eager call (raw launch, "

@@ -6,7 +6,7 @@ from typing import Annotated
 import typer
 
 from hccli.cli.app import app
-from hccli.cli.kernel_options import _input_file
+from hccli.cli.kernel_options import input_file
 from hccli.cli.options import JsonOpt
 
 EPILOG = """Examples:
@@ -23,10 +23,10 @@ Exit status: 0 the port matches within float32 rounding, 1 it departs, 2 bad inp
 
 @app.command("check-port", epilog=EPILOG)
 def check_port_cmd(
-    port: Annotated[Path, typer.Argument(callback=_input_file("PORT"), show_default=False,
+    port: Annotated[Path, typer.Argument(callback=input_file("PORT"), show_default=False,
                                          help="A .safetensors file of the port's outputs for GOLDEN's inputs "
                                               "(LAYER.SITE.STEP, any subset of the steps).")],
-    golden: Annotated[Path, typer.Option("--golden", callback=_input_file("--golden"), show_default=False,
+    golden: Annotated[Path, typer.Option("--golden", callback=input_file("--golden"), show_default=False,
                                          help="Golden site vectors written by `hc run-site --save`.")],
     json_out: JsonOpt = False,
 ) -> None:

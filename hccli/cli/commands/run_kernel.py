@@ -8,7 +8,7 @@ import typer
 
 from hccli.cli.app import app
 from hccli.cli.kernel_options import (CompareOpt, ConfigOpt, DeviceOpt, EpsOpt, HcMultOpt, HiddenFileOpt, ImplOpt,
-                                      ItersOpt, LayerOpt, MixesOpt, SeedOpt, SiteOpt, TokensOpt, _at_least)
+                                      ItersOpt, LayerOpt, MixesOpt, SeedOpt, SiteOpt, TokensOpt, at_least)
 from hccli.cli.options import JsonOpt, PlotOpt
 from hccli.base.errors import HcError
 
@@ -75,13 +75,13 @@ def run_kernel_cmd(
     hidden: Annotated[bool, typer.Option("--hidden", help="Start from a random hidden state \\[tokens, hc, dim] "
                                          "and compute the mixes as the model does.")] = False,
     hidden_file: HiddenFileOpt = None,
-    dim: Annotated[Optional[int], typer.Option("--dim", callback=_at_least("--dim", 1), help="Width of the random "
+    dim: Annotated[Optional[int], typer.Option("--dim", callback=at_least("--dim", 1), help="Width of the random "
                                                "hidden state (default 64; a checkpoint's hc_fn fixes it).")] = None,
     config: ConfigOpt = None,
     hc_mult: HcMultOpt = None,
     iters: ItersOpt = None,
     eps: EpsOpt = None,
-    limit: Annotated[int, typer.Option("--limit", callback=_at_least("--limit", 0), help="Tokens to print "
+    limit: Annotated[int, typer.Option("--limit", callback=at_least("--limit", 0), help="Tokens to print "
                                        "(and to draw with --plot: at least 1, at most 8).")] = 4,
     save: Annotated[Optional[Path], typer.Option("--save", readable=False,  # written, never read: safe_write's rules
                                                  help="Write inputs and outputs as golden vectors "

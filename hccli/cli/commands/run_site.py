@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from hccli.cli.app import app
-from hccli.cli.kernel_options import DeviceOpt, SeedOpt, _at_least, _input_file
+from hccli.cli.kernel_options import DeviceOpt, SeedOpt, at_least, input_file
 from hccli.cli.options import JsonOpt, LayersOpt, PlotOpt, SitesOpt
 from hccli.base.errors import HcError
 from hccli.kernels.registry import IMPL_NAMES
@@ -43,7 +43,7 @@ def _choice(flag: str, choices: tuple[str, ...]):
 
 def _sublayer(value: str) -> str:
     if value not in ("zero", "random"):
-        _input_file("--sublayer")(Path(value))
+        input_file("--sublayer")(Path(value))
     return value
 
 
@@ -52,15 +52,15 @@ def run_site_cmd(
     source: Annotated[Optional[str], typer.Argument(
         help="A checkpoint in any dialect hc reads (a folder, a .safetensors or .gguf file, hf://org/name), "
              "or a config.json (sample values).", show_default=False)] = None,
-    config: Annotated[Optional[Path], typer.Option("--config", callback=_input_file("--config"),
+    config: Annotated[Optional[Path], typer.Option("--config", callback=input_file("--config"),
                                                    help="The checkpoint's config.json, where it has none.")] = None,
     layers: LayersOpt = None,
     sites: SitesOpt = None,
-    tokens: Annotated[Optional[int], typer.Option("--tokens", "-t", callback=_at_least("--tokens", 1),
+    tokens: Annotated[Optional[int], typer.Option("--tokens", "-t", callback=at_least("--tokens", 1),
                                                   help="Seeded streams of this many tokens (default 16).")] = None,
     seed: SeedOpt = 0,
     streams: Annotated[Optional[Path], typer.Option(
-        "--streams", callback=_input_file("--streams"),
+        "--streams", callback=input_file("--streams"),
         help="The streams \\[tokens, hc, dim] of the first site: .safetensors (tensor `streams`, BF16 or F32) "
              "or a float32 .npy.")] = None,
     sublayer: Annotated[str, typer.Option(
@@ -80,7 +80,7 @@ def run_site_cmd(
                                                  "step) to this .safetensors file.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --save file.")] = False,
     compare: Annotated[Optional[Path], typer.Option(
-        "--compare", callback=_input_file("--compare"),
+        "--compare", callback=input_file("--compare"),
         help="Re-run the inputs of a --save file and compare every step (exit 1 beyond --atol).")] = None,
     atol: Annotated[float, typer.Option("--atol", help="With --compare: the largest absolute difference that "
                                         "still counts as equal (default 0: bit for bit).")] = 0.0,
