@@ -265,7 +265,7 @@ def run_bench(
 ) -> BenchResult:
     """Time `impls` (default every one registry.TIMED names) at each token count; HcError without a GPU
     unless device is cpu."""
-    from hccli.kernels.registry import IMPLS, TIMED, _import_torch, _normalise_device, function
+    from hccli.kernels.registry import IMPLS, TIMED, function, import_torch, normalise_device
     from hccli.kernels.torch_ref import check_op_params
 
     check_op_params(hc_mult, sinkhorn_iters, eps)
@@ -276,8 +276,8 @@ def run_bench(
     if not (1 <= reps <= MAX_BENCH_REPS and 0 <= warmup <= MAX_BENCH_WARMUP):
         raise HcError(f"reps {reps} / warmup {warmup}: expected reps 1 to {MAX_BENCH_REPS:,} and warmup 0 to "
                       f"{MAX_BENCH_WARMUP:,}")
-    torch = _import_torch()
-    dev = _normalise_device(torch, device)
+    torch = import_torch()
+    dev = normalise_device(torch, device)
     if dev is None:
         if not torch.cuda.is_available():
             raise HcError(NO_GPU)

@@ -41,7 +41,7 @@ def one_of(names: list[str]) -> str:
     return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else "".join(names)
 
 
-def _eps(value: Optional[float]) -> Optional[float]:
+def check_eps(value: Optional[float]) -> Optional[float]:
     if value is not None and not (math.isfinite(value) and value >= 0):
         raise HcError(f"--eps {value}: expected a finite number >= 0")
     return value
@@ -66,7 +66,7 @@ HcMultOpt = Annotated[Optional[int], typer.Option(
 ItersOpt = Annotated[Optional[int], typer.Option(
     "--iters", callback=at_least("--iters", 1, MAX_SINKHORN_ITERS),
     help=f"Sinkhorn iterations (default {DEFAULT_SINKHORN_ITERS}).")]
-EpsOpt = Annotated[Optional[float], typer.Option("--eps", callback=_eps, help=f"eps (default {DEFAULT_HC_EPS:g}).")]
+EpsOpt = Annotated[Optional[float], typer.Option("--eps", callback=check_eps, help=f"eps (default {DEFAULT_HC_EPS:g}).")]
 TokensOpt = tokens_option("Random mixes (or hidden states) of this many tokens.")
 TokenListOpt = token_list_option("Token counts to time (repeat the option, at most "
                                  f"{MAX_BENCH_POINTS} times; default 1, 64, 4096, 65536, 1M, 16M on a GPU, "

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hccli.ops.compare import gaps
 from hccli.ops.site import SiteParams, Variant, cast, collapse, mix, one_hot, rms_factor, write_back
 from hccli.ops.split_np import head_pre, split_sinkhorn
 
@@ -62,17 +63,14 @@ def _bf16_step(v: np.ndarray) -> np.ndarray:
 
 
 def check(key: str, step: str, got: np.ndarray, want: np.ndarray, tol: np.ndarray) -> Check:
-    g, w = got.astype(np.float64).reshape(-1), want.astype(np.float64).reshape(-1)
+    c = gaps(got, want)
+    g, w, keep = c.a, c.b, c.keep
     t = np.broadcast_to(tol, want.shape).astype(np.float64).reshape(-1)
-    gn, wn = np.isnan(g), np.isnan(w)
-    differing = int(((got.astype(np.float32).reshape(-1).view(np.int32)
-                      != want.astype(np.float32).reshape(-1).view(np.int32)) & ~(gn & wn)).sum())
-    keep = ~(gn | wn)
+    d = c.gap[keep]
     with np.errstate(all="ignore"):
-        d = np.where(g[keep] == w[keep], 0.0, np.abs(g[keep] - w[keep]))
         ratio = np.where(d == 0, 0.0, d / np.where(t[keep] > 0, t[keep], np.nan))
     ratio = np.where(np.isnan(ratio), np.inf, ratio)
-    beyond = int((ratio > 1).sum()) + int((gn ^ wn).sum())
+    beyond = int((ratio > 1).sum()) + int(c.lone_nan.sum())
     bias = limit = None
     if step in BIASED:
         ok = keep & np.isfinite(g) & np.isfinite(w) & (w != 0)
@@ -80,7 +78,7 @@ def check(key: str, step: str, got: np.ndarray, want: np.ndarray, tol: np.ndarra
             rel = (g[ok] - w[ok]) / np.abs(w[ok]) / ULP
             bias = float(rel.mean())
             limit = 2.0 + 4.0 * float(rel.std()) / math.sqrt(rel.size)
-    return Check(key, step, int(want.size), float(d.max()) if d.size else 0.0, differing, beyond,
+    return Check(key, step, int(want.size), float(d.max()) if d.size else 0.0, c.differing, beyond,
                  float(ratio.max()) if ratio.size else 0.0, bias, limit)
 
 

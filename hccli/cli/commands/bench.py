@@ -8,7 +8,7 @@ import typer
 
 from hccli.cli.app import app
 from hccli.cli.flag_rules import check_flags
-from hccli.cli.kernel_options import EpsOpt, HcMultOpt, ItersOpt, SeedOpt, TokenListOpt, _eps, one_of
+from hccli.cli.kernel_options import EpsOpt, HcMultOpt, ItersOpt, SeedOpt, TokenListOpt, check_eps, one_of
 from hccli.cli.options import Choice, JsonOpt, at_least, choice_option, device_option
 from hccli.base.limits import MAX_BENCH_REPS, MAX_BENCH_WARMUP
 from hccli.kernels.registry import TIMED, canonical
@@ -66,7 +66,7 @@ def bench_cmd(
     dtype: choice_option(Stream, "--dtype", metavar="[bf16|f32]",  # torch's names accepted, not listed
                          refuse=lambda v: f"--dtype {v!r}: expected bf16 or f32 (the streams' dtype)",
                          help="The streams' dtype for --op site-*: bf16 (default) or f32.") = Stream.bf16,
-    norm_eps: Annotated[Optional[float], typer.Option("--norm-eps", callback=_eps,
+    norm_eps: Annotated[Optional[float], typer.Option("--norm-eps", callback=check_eps,
                                                       help="The RMS statistic's eps for --op site-pre (default "
                                                       "1e-20, V4.1-Flash's).")] = None,
     tokens: TokenListOpt = None,

@@ -47,9 +47,9 @@ def _source(tokens, seed, mixes, hidden, hidden_file, dim):
 
 
 def _site(checkpoint, layer, site):
-    from hccli.runkernel.run import SiteRef
+    from hccli.runkernel.run import CheckpointSite
 
-    return None if checkpoint is None else SiteRef(checkpoint, layer, site.value)
+    return None if checkpoint is None else CheckpointSite(checkpoint, layer, site.value)
 
 
 @app.command("run-kernel", epilog=EPILOG)
