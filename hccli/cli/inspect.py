@@ -93,7 +93,7 @@ def inspect_cmd(
 
     if quiet and not verify:
         raise HcError("--quiet prints --verify's verdict and findings only; add --verify (or leave out --quiet)")
-    from hccli.cli.output import config_warning, emit_json, note, progress_bar, safe, show
+    from hccli.cli.output import damage_warnings, emit_json, note, progress_bar, safe, show
     from hccli.inspect_report import build_inspect
 
     with progress_bar("reading headers", enabled=not json_out) as tick:
@@ -104,7 +104,8 @@ def inspect_cmd(
     if stats:
         with progress_bar("HC statistics", enabled=not json_out, in_bytes=True) as tick:
             report = report.with_stats(tick)
-    config_warning(report.ckpt.config_note)
+    # without --verify, what opening found wrong; --verify's findings say it with the rest
+    damage_warnings(report.damage if report.findings is None else (), report.ckpt.config_note)
     unreadable = [s for s in report.ckpt.shards if s.header is None]
     if unreadable and report.findings is None:
         for s in unreadable[:5]:
