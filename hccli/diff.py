@@ -32,6 +32,7 @@ from hccli.diff_select import (Advance, Meter, Selection, check_selection, hc_by
 from hccli.errors import HcError
 from hccli.hc_view import HcTensor, HcView, OtherTensor, component_of, read_both
 from hccli.inventory_types import COMPONENTS
+from hccli.jsonable import to_jsonable
 from hccli.model_shape import differences
 from hccli.vocab import HC_PARTS, SITE_ORDER
 
@@ -127,6 +128,8 @@ class DiffReport:
     selection: Selection = Selection(None, None)  # the layers and sites compared (None: all)
     hc_tensors: int = 0  # HC tensor names on either side, selected or not
     shared_others: int = 0  # other tensors both sides hold, selected or not
+    findings_a: tuple[Any, ...] = ()  # what opening found wrong with each side (checkpoint/damage.py)
+    findings_b: tuple[Any, ...] = ()
 
     @property
     def hc_ok(self) -> bool:
@@ -149,6 +152,7 @@ class DiffReport:
     def to_json(self) -> dict[str, Any]:
         doc = asdict(self)
         doc["sites"] = [{**asdict(r), "ok": r.ok} for r in self.sites]
+        doc["findings_a"], doc["findings_b"] = to_jsonable(self.findings_a), to_jsonable(self.findings_b)
         doc["hc_ok"] = self.hc_ok
         doc["not_kept"] = self.not_kept
         doc["exit_code"] = self.exit_code
@@ -376,4 +380,5 @@ def build_diff(a: HcView, b: HcView, *, atol: float = 0.0, rtol: float = 0.0, to
     return DiffReport(a.label, b.label, a.dialect.dialect, b.dialect.dialect, model, atol, rtol, tokens, seed,
                       tuple(rows), only_a, only_b, changed, comps, values, a.bytes_read, b.bytes_read,
                       a.config_note, b.config_note, (sampled,) if sampled else (), selection,
-                      len({*a.hc, *b.hc}), len({t.name for t in a.others} & {t.name for t in b.others}))
+                      len({*a.hc, *b.hc}), len({t.name for t in a.others} & {t.name for t in b.others}),
+                      a.damage, b.damage)

@@ -70,6 +70,8 @@ class SiteRunReport:
     saved: str | None = None
     notes: tuple[str, ...] = field(default=())
     path: str = "numpy"  # PATHS: numpy, the torch path or the site kernels
+    config_note: Any = None  # the checkpoint's config.json, set aside (config.ConfigUnusable)
+    findings: tuple[Any, ...] = ()  # what opening found wrong with the checkpoint (checkpoint/damage.py)
 
 
 def default_impl(impl: str | None, device: str | None) -> str:
@@ -203,7 +205,7 @@ def run_site(model: SiteModel, req: RunRequest, save: Path | None = None,
     return SiteRunReport(model.label, model.kind, model.dialect, p.family, p.hc_mult, p.iters, p.hc_eps, p.norm_eps,
                          model.origin, dim, tokens, origin, dtype, f_origin, how, req.precision, tuple(rows),
                          None if save is None else str(save), model.notes + ((chosen.note,) if chosen.note else ()),
-                         chosen.path)
+                         chosen.path, model.config_note, model.findings)
 
 
 def compare_file(path: Path, impl: str | None = None, device: str | None = None, atol: float = 0.0):

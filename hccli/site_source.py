@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -36,6 +36,8 @@ class SiteModel:
     protect: str | None  # the checkpoint's path: nothing is written inside it
     read: Callable[[SiteRef], tuple[np.ndarray, np.ndarray, np.ndarray]] = field(repr=False)
     notes: tuple[str, ...] = ()
+    config_note: Any = None  # the checkpoint's config.json, set aside (config.ConfigUnusable)
+    findings: tuple[Any, ...] = ()  # what opening found wrong with the checkpoint (checkpoint/damage.py)
 
     def tensors(self, ref: SiteRef) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(fn, base, scale) of a site, float32, in the release's shapes (checked)."""
@@ -95,12 +97,18 @@ def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
     norm_eps, eps_from = view.norm_eps, view.model.source
     if view.model.source == "tensor shapes" or (view.kind == "gguf" and not _gguf_says_norm_eps(source)):
         norm_eps, eps_from = FAMILY_NORM_EPS[family], f"the {family} default (not in the {view.model.source})"
-    if view.config_note:
-        notes.append(view.config_note)
+
+    gone: list[str] = []  # why the stages stop where a shard that is gone took one
 
     def need(owner: str, site: str) -> bool:
         missing = [hc_tensor_name(owner, site, p) for p in ("fn", "base", "scale")
                    if hc_tensor_name(owner, site, p) not in view.hc]
+        why = next(filter(None, map(view.absent, missing)), None)
+        if why is not None and not owner.startswith("mtp."):  # the backbone and its end: name the shard
+            raise HcError(f"{view.label}: {why}; run-site needs every backbone site and the head mix")
+        if why is not None:
+            gone.append(why)
+            return False
         if len(missing) == 3:
             return False
         if missing:
@@ -108,6 +116,7 @@ def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
                           "and scale")
         return True
 
+    need("", "head")  # a head mix a gone shard took would make a V4 read as V4.1
     for layer in range(n_layers):
         for site in ("attn", "ffn"):
             if not need(f"layers.{layer}", site):
@@ -118,7 +127,7 @@ def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
         stages += 1
     if view.n_stages > stages:
         notes.append(f"the config names {view.n_stages} DSpark/MTP stage(s); the checkpoint holds the HC tensors "
-                     f"of {stages}: the stages run without the rest")
+                     f"of {stages}: the stages run without the rest" + "".join(f" ({why})" for why in gone[:1]))
     stage_head = stages > 0 and need(f"mtp.{stages - 1}", "head")
     plan = plan_sites(family, n_layers, view.n_stages, stages, family == "v4", stage_head)
 
@@ -134,7 +143,7 @@ def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
               f"hc_mult, iterations, eps from {view.model.source}; norm_eps {norm_eps:g} from {eps_from}")
     local = Path(source)
     return SiteModel(view.label, "checkpoint", view.dialect.dialect, params, origin, dim, n_layers, view.n_stages,
-                     plan, str(local) if local.exists() else None, read, tuple(notes))
+                     plan, str(local) if local.exists() else None, read, tuple(notes), view.config_note, view.damage)
 
 
 def _gguf_says_norm_eps(source: str) -> bool:

@@ -56,9 +56,9 @@ def missing_roots(ckpt: Checkpoint, gone: GoneShards) -> list[Finding]:
 
 
 def why_absent(ckpt: Checkpoint, canonical: str) -> str | None:
-    """Why a tensor (canonical name) is not in the checkpoint, where a gone shard explains it:
-    the index places it in a shard that is missing, unreadable or outside the checkpoint (or,
-    without an index, the one shard that is gone). None otherwise."""
+    """Why a tensor (canonical name) that is not in the checkpoint is not, where a gone shard
+    explains it: the index places it in a shard that is missing, unreadable or outside the
+    checkpoint (or, without an index, the one shard that is gone). None otherwise."""
     if not (ckpt.missing or ckpt.unsafe or any(s.header is None for s in ckpt.shards)):
         return None
     from hccli.checkpoint.causes import GoneShards
@@ -72,7 +72,7 @@ def why_absent(ckpt: Checkpoint, canonical: str) -> str | None:
         f"'{canonical}' is not here, and may have been in"
     code = gone.code[file]
     if code == "missing_shard":
-        return f"{placed} shard '{shown}', which is not in {ckpt.label}"
+        return f"{placed} shard '{shown}', which is missing from {ckpt.label}"
     if code == "unsafe_shard_path":
         return f"{placed} shard '{shown}', which lies outside the checkpoint directory and is not opened"
     why = next((s.error for s in ckpt.shards if s.file == file), None) or "unreadable"
@@ -80,12 +80,14 @@ def why_absent(ckpt: Checkpoint, canonical: str) -> str | None:
 
 
 def site_absent(ckpt: Checkpoint, layer: int, site: str) -> str | None:
-    """why_absent of the first of a site's tensors (by layer number, as everywhere: stages after
-    the backbone, the root head mix last) that a gone shard explains, else None."""
+    """why_absent of the first of a site's tensors that is not here (the site by layer number, as
+    everywhere: stages after the backbone, the root head mix last) where a gone shard explains
+    it, else None."""
     n, stages = ckpt.n_layers, ckpt.n_stages
     owner = f"layers.{layer}" if layer < n else f"mtp.{layer - n}" if layer < n + stages else ""
+    have = next((s.parts for s in ckpt.hc_sites if s.layer == layer and s.site == site), {})
     for part in ("fn", "base", "scale"):
-        why = why_absent(ckpt, hc_tensor_name(owner, site, part))
+        why = None if part in have else why_absent(ckpt, hc_tensor_name(owner, site, part))
         if why is not None:
             return why
     return None

@@ -101,7 +101,7 @@ def run_kernel_cmd(
     --hidden/--hidden-file or --checkpoint say otherwise. --compare FILE re-runs a --save file.
     """
     from hccli.cli import render_kernel
-    from hccli.cli.output import config_warning, emit_json, note, safe, show
+    from hccli.cli.output import damage_warnings, emit_json, note, safe, show
 
     if compare is not None and plot is not None:
         raise HcError("--plot draws the outputs of a run and --compare prints a comparison; give one")
@@ -145,7 +145,7 @@ def run_kernel_cmd(
 
         check_plot(plot, forbidden_dir=checkpoint)  # before the kernel runs: nothing printed, nothing written
     inp = prepare(source, site=where, config=config, overrides=Overrides(hc_mult, iters, eps))
-    config_warning(inp.config_note)
+    damage_warnings(inp.findings, inp.config_note)
     result = run(inp, impl, device)
     if save is not None:
         save_golden(result, save, force=force, protect=protect)  # checked again as it is written

@@ -95,7 +95,7 @@ def run_site_cmd(
     judges a port's outputs against them.
     """
     from hccli.cli import render_site
-    from hccli.cli.output import emit_json, note, safe, show
+    from hccli.cli.output import damage_warnings, emit_json, note, safe, show
 
     if compare is not None:
         given = [flag for flag, v in (("SOURCE", source), ("--config", config), ("--layers", layers),
@@ -137,6 +137,7 @@ def run_site_cmd(
 
         check_plot(plot, forbidden_dir=source)
     model = open_model(source, config, seed)
+    damage_warnings(model.findings, model.config_note)
     req = RunRequest(tokens, seed, streams, sublayer, layers, tuple(sites) if sites else None, precision, impl, device)
     report = run_site(model, req, save)
     if json_out:

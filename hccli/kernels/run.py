@@ -94,6 +94,7 @@ class RunInput:
     nonfinite_tokens: tuple[int, ...]
     params: RunParams
     config_note: ConfigUnusable | None = None  # the checkpoint's config.json, set aside
+    findings: tuple[Any, ...] = ()  # what opening found wrong with the checkpoint (checkpoint/damage.py)
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,7 @@ class RunResult:
                        "base_scale": self.input.params_provenance,
                        "hc_scale": self.input.scale.tolist(), "hc_base": self.input.base.tolist()},
             "config_note": to_jsonable(self.input.config_note),
+            "findings": to_jsonable(self.input.findings),
             "nonfinite_tokens": list(self.input.nonfinite_tokens),
             "max_abs_row_sum_dev": row,
             "max_abs_col_sum_dev": col,
@@ -172,7 +174,7 @@ def prepare(source: MixSource, *, site: SiteRef | None = None, config: Path | No
     params: RunParams | None = None
     base = scale = fn = None
     base_origin = ""
-    config_note = None
+    config_note, found = None, ()
     if config is not None:
         params = _params_from_config(config, "config")
     if site is not None:
@@ -180,9 +182,18 @@ def prepare(source: MixSource, *, site: SiteRef | None = None, config: Path | No
         from hccli.checkpoint.opening import open_checkpoint
         from hccli.kernels.limits import MAX_ELEMENTS, MAX_HC_MULT
 
+        from hccli.checkpoint import damage
+
         ckpt = open_checkpoint(site.checkpoint, config=config)
-        config_note = ckpt.config_note
-        s = select_site(ckpt, site.layer, site.site)
+        config_note, found = ckpt.config_note, tuple(damage.findings(ckpt))
+        try:
+            s = select_site(ckpt, site.layer, site.site)
+        except HcError:
+            why = damage.site_absent(ckpt, site.layer, site.site)
+            if why is None:
+                raise
+            # a shard that is gone took the site: name the shard, not the site
+            raise HcError(f"{ckpt.label}: no hc_{site.site}_* tensors for layer {site.layer}: {why}") from None
         for part in ("base", "scale"):
             _check_part(s, part, mix_width(MAX_HC_MULT), str(site.checkpoint))
         base, scale = (a.reshape(-1) for a in read_base_scale(ckpt, s))
@@ -229,7 +240,7 @@ def prepare(source: MixSource, *, site: SiteRef | None = None, config: Path | No
             scale, base = inputs.sample_params(hc)
             base_origin = "synthetic base/scale (comb offsets 2 on the diagonal, scales 1)"
     return RunInput(src.mixes, np.asarray(scale, np.float32), np.asarray(base, np.float32), src.provenance,
-                    base_origin, src.nonfinite_tokens, params, config_note)
+                    base_origin, src.nonfinite_tokens, params, config_note, found)
 
 
 def _op_settings(ckpt: Any, hc: int) -> tuple[int, float, float, str]:
