@@ -284,7 +284,7 @@ def open_view(path: str | Path, config: str | Path | None = None, *, whole: bool
         n_stages = 0  # llama.cpp's converter drops the stages; the head mix is numbered without them
     return HcView(label, "gguf" if gguf else "safetensors", detection, model, n_stages, iters, eps, norm_eps, hc,
                   others, ckpt.config_note, ckpt.remote is not None, counter, H.second_spellings(ckpt), chunks,
-                  tuple(found), lambda canonical: damage.why_absent(ckpt, canonical))
+                  tuple(found), damage.absence(ckpt))
 
 
 def _chunks(ckpt, stored: str, counter: list[int]) -> Iterator[np.ndarray] | None:

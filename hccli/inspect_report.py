@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from hccli.checkpoint.damage import findings as damage_findings, site_absent
+from hccli.checkpoint.damage import absence, findings as damage_findings, site_absent
 from hccli.checkpoint.hc import gguf_architecture, gguf_settings, is_gguf, split_set_problems
 from hccli.checkpoint.header_types import Columns
 from hccli.checkpoint.producers import PACKING, ComponentTable, component_table
@@ -213,8 +213,9 @@ def build_inspect(
         if not sites:
             from hccli.layers import format_ranges
 
+            gone = absence(ckpt)
             for layer in sorted(hc_layers):  # a shard that is gone took them: name it
-                why = next(filter(None, (site_absent(ckpt, layer, s) for s in ("attn", "ffn", "head"))), None)
+                why = next(filter(None, (site_absent(ckpt, layer, s, gone) for s in ("attn", "ffn", "head"))), None)
                 if why is not None:
                     raise HcError(f"{ckpt.label}: no HC sites at layer {layer}: {why}")
             where = f"HC sites at layers {format_ranges(have)}" if have else "no hc_* tensors"

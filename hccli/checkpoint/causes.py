@@ -9,9 +9,10 @@
   sides; every finding of the config's inventory, and each HC shape held to the config's
   hc_mult, follows from it.
 
-The follow-ons name their root's id as `cause` (findings.py). Nothing here runs for a checkpoint
-that agrees with its index and its config: no shard is gone and no inventory finding is there
-to explain.
+The follow-ons name their root's id as `cause` (findings.py). Opening makes the comparison
+too, where config_fit's fast accept does not accept (damage.py): its config_mismatch is the
+root here. Nothing here runs for a checkpoint that agrees with its index and its config: no
+shard is gone and no inventory finding is there to explain.
 """
 
 from __future__ import annotations

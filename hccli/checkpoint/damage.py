@@ -14,7 +14,7 @@ byte of the checkpoint, and a checkpoint without damage costs no import of cause
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from hccli.bounded import one_line
 from hccli.config.model import USED_INSTEAD, ConfigUnusable, ModelConfig
@@ -59,38 +59,45 @@ def why_absent(ckpt: Checkpoint, canonical: str) -> str | None:
     """Why a tensor (canonical name) that is not in the checkpoint is not, where a gone shard
     explains it: the index places it in a shard that is missing, unreadable or outside the
     checkpoint (or, without an index, the one shard that is gone). None otherwise."""
+    return absence(ckpt)(canonical)
+
+
+def absence(ckpt: Checkpoint) -> Callable[[str], str | None]:
+    """why_absent for many names: what the index places in the gone shards is gathered once,
+    on the first name asked about."""
     if not (ckpt.missing or ckpt.unsafe or any(s.header is None for s in ckpt.shards)):
-        return None
+        return lambda canonical: None
     from hccli.checkpoint.causes import GoneShards
 
     gone = GoneShards(ckpt)
-    file = gone.file_of(canonical)
-    if file is None:
-        return None
-    shown = one_line(file, 200)
-    placed = f"the index places '{canonical}' in" if ckpt.index is not None else \
-        f"'{canonical}' is not here, and may have been in"
-    code = gone.code[file]
-    if code == "missing_shard":
-        return f"{placed} shard '{shown}', which is missing from {ckpt.label}"
-    if code == "unsafe_shard_path":
-        return f"{placed} shard '{shown}', which lies outside the checkpoint directory and is not opened"
-    why = next((s.error for s in ckpt.shards if s.file == file), None) or "unreadable"
-    return f"{placed} shard '{shown}', which could not be read ({one_line(why, 200)})"
+
+    def why(canonical: str) -> str | None:
+        file = gone.file_of(canonical)
+        if file is None:
+            return None
+        shown = one_line(file, 200)
+        placed = f"the index places '{canonical}' in" if ckpt.index is not None else \
+            f"'{canonical}' is not here, and may have been in"
+        code = gone.code[file]
+        if code == "missing_shard":
+            return f"{placed} shard '{shown}', which is missing from {ckpt.label}"
+        if code == "unsafe_shard_path":
+            return f"{placed} shard '{shown}', which lies outside the checkpoint directory and is not opened"
+        error = next((s.error for s in ckpt.shards if s.file == file), None) or "unreadable"
+        return f"{placed} shard '{shown}', which could not be read ({one_line(error, 200)})"
+    return why
 
 
-def site_absent(ckpt: Checkpoint, layer: int, site: str) -> str | None:
+def site_absent(ckpt: Checkpoint, layer: int, site: str, why: Callable[[str], str | None] | None = None
+                ) -> str | None:
     """why_absent of the first of a site's tensors that is not here (the site by layer number, as
     everywhere: stages after the backbone, the root head mix last) where a gone shard explains
-    it, else None."""
+    it, else None. why: absence(ckpt), where many sites are asked about."""
     n, stages = ckpt.n_layers, ckpt.n_stages
     owner = f"layers.{layer}" if layer < n else f"mtp.{layer - n}" if layer < n + stages else ""
     have = next((s.parts for s in ckpt.hc_sites if s.layer == layer and s.site == site), {})
-    for part in ("fn", "base", "scale"):
-        why = None if part in have else why_absent(ckpt, hc_tensor_name(owner, site, part))
-        if why is not None:
-            return why
-    return None
+    lacking = [hc_tensor_name(owner, site, part) for part in ("fn", "base", "scale") if part not in have]
+    return next(filter(None, map(why or absence(ckpt), lacking)), None) if lacking else None
 
 
 def config_clash(ckpt: Checkpoint) -> str | None:
