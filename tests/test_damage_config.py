@@ -15,7 +15,7 @@ import shutil
 
 import pytest
 
-from ckpt_tools import shard_of, tiny
+from ckpt_tools import edit_index, shard_of, tiny
 from conftest import SAMPLES, run_hc
 
 from hccli.config.model import USED_INSTEAD
@@ -137,3 +137,27 @@ def test_the_same_model_short_of_a_shard_keeps_its_config(release, tmp_path):
     assert [f["code"] for f in r.json()["findings"]] == ["missing_shard"]
     lines = warnings(r)
     assert len(lines) == 1 and gone.name in lines[0] and "not used" not in lines[0], r.stderr
+
+
+def test_a_config_naming_stages_the_checkpoint_lacks_is_used_and_said(release, tmp_path):
+    # its MTP stages stripped (shards and index entries): the model they were cut from, not another
+    ck = shutil.copytree(release, tmp_path / "ck")
+    stages = ("model-00012-of-00014.safetensors", "model-00013-of-00014.safetensors")
+    for f in stages:
+        (ck / f).unlink()
+
+    def strip(doc):
+        doc["weight_map"] = {n: f for n, f in doc["weight_map"].items() if f not in stages}
+        doc["metadata"].pop("total_size", None)
+    edit_index(ck, strip)
+    r = run_hc("inspect", ck, "--json")
+    assert r.exit_code == 0 and r.json()["config"] == str(ck / "config.json") and r.json()["config_note"] is None
+    f = mismatch_kept(r.json()["findings"])
+    assert "the config has 2 stages, the checkpoint 0" in f["message"]
+    lines = warnings(r)
+    assert len(lines) == 1 and "2 stages" in lines[0] and "not used" not in lines[0], r.stderr
+
+
+def mismatch_kept(findings):
+    assert [f["code"] for f in findings] == ["config_mismatch"], findings
+    return findings[0]

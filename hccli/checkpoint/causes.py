@@ -27,7 +27,7 @@ from hccli.checkpoint.config_fit import HEAD_FN, STAGES_HELD
 from hccli.checkpoint.findings import Finding, caused, finding
 from hccli.checkpoint.shardset import Checkpoint
 from hccli.config.model import ModelConfig
-from hccli.model_shape import ModelShape, differences, from_hc_shapes, said
+from hccli.model_shape import Difference, ModelShape, differences, from_hc_shapes, said
 from hccli.vocab import parse_hc_name
 
 # HC owners (layers.3, mtp.0, head) a gone shard's finding names; the rest are counted
@@ -139,11 +139,19 @@ def config_shape(cfg: ModelConfig) -> ModelShape:
     return ModelShape(cfg.hc_mult, cfg.n_layers, cfg.dim, "config", cfg.family, cfg.n_stages)
 
 
+def mismatch_differences(ckpt: Checkpoint, gone: GoneShards) -> list[Difference]:
+    """How the config and the checkpoint are different models, each figure (a: the config's)."""
+    return differences(config_shape(ckpt.config), own_shape(ckpt, gone))
+
+
+def words_of(diffs: list[Difference]) -> str:
+    """The differences in words: "the config has 61 layers, the checkpoint 40; ..."."""
+    return "; ".join(said(d, "the config", "the checkpoint") for d in diffs)
+
+
 def mismatch_words(ckpt: Checkpoint, gone: GoneShards) -> str | None:
-    """How the config and the checkpoint are different models ("the config has 61 layers, the
-    checkpoint 40; ..."), else None."""
-    diffs = differences(config_shape(ckpt.config), own_shape(ckpt, gone))
-    return "; ".join(said(d, "the config", "the checkpoint") for d in diffs) or None
+    """How the config and the checkpoint are different models, in words, else None."""
+    return words_of(mismatch_differences(ckpt, gone)) or None
 
 
 def mismatch(ckpt: Checkpoint, gone: GoneShards) -> Finding | None:

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from hccli.checkpoint.causes import GoneShards
     from hccli.checkpoint.findings import Finding
     from hccli.checkpoint.shardset import Checkpoint
+    from hccli.model_shape import Difference
 
 SET_ASIDE_EXPECTED = "the model the checkpoint's tensor shapes describe"
 
@@ -100,17 +101,24 @@ def site_absent(ckpt: Checkpoint, layer: int, site: str, why: Callable[[str], st
     return next(filter(None, map(why or absence(ckpt), lacking)), None) if lacking else None
 
 
-def config_clash(ckpt: Checkpoint) -> str | None:
-    """How the checkpoint's config describes another model ("the config has 61 layers, the
-    checkpoint 40"), else None: --verify's comparison, made where config_fit's fast accept
-    does not accept."""
+def config_clash(ckpt: Checkpoint) -> list[Difference]:
+    """How the checkpoint's config describes another model, figure by figure ([] where it does
+    not): --verify's comparison, made where config_fit's fast accept does not accept."""
     from hccli.checkpoint.config_fit import fits
 
     if fits(ckpt):
-        return None
-    from hccli.checkpoint.causes import GoneShards, mismatch_words
+        return []
+    from hccli.checkpoint.causes import GoneShards, mismatch_differences
 
-    return mismatch_words(ckpt, GoneShards(ckpt))
+    return mismatch_differences(ckpt, GoneShards(ckpt))
+
+
+def contradicts(diffs: list[Difference]) -> bool:
+    """Whether the differences contradict the headers (another family, hc_mult or dim; more
+    layers or stages than the config has), rather than tell only of layers or stages the
+    checkpoint lacks: a config of the model it was cut from (its MTP stages dropped, say)
+    still numbers its layers and gives its settings."""
+    return any(d.what not in ("layers", "stages") or d.b > d.a for d in diffs)
 
 
 def set_aside(cfg: ModelConfig, words: str) -> tuple[ConfigUnusable, Finding]:

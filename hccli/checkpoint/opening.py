@@ -98,18 +98,19 @@ def open_checkpoint(
 
 def _held_to_config(ckpt: Checkpoint, named: bool) -> Checkpoint:
     """The checkpoint, told whether its config describes another model (damage.config_clash). A
-    config the user named is used as given; a config.json found beside the checkpoint is set
-    aside, as one that cannot be read is, and the layers are numbered by the checkpoint's own."""
+    config the user named is used as given, and so is one that only names layers or stages the
+    checkpoint lacks; a config.json found beside the checkpoint that contradicts its headers is
+    set aside, as one that cannot be read is, and the layers are numbered by the checkpoint's own."""
     from dataclasses import replace
 
     from hccli.checkpoint import damage
+    from hccli.checkpoint.causes import mismatch_of, words_of
 
-    words = damage.config_clash(ckpt)
-    if words is None:
+    diffs = damage.config_clash(ckpt)
+    if not diffs:
         return ckpt
-    if named:
-        from hccli.checkpoint.causes import mismatch_of
-
+    words = words_of(diffs)
+    if named or not damage.contradicts(diffs):
         return replace(ckpt, config_clash=mismatch_of(ckpt, words))
     note, clash = damage.set_aside(ckpt.config, words)
     n_layers, n_stages, sites = find_sites(ckpt.readable(), ckpt.merged, ckpt.dialect.dialect, None, ckpt.label)
