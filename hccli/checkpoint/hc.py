@@ -181,15 +181,15 @@ def _layer_counts(shards: list[Shard], merged: dict | None, dialect: str, config
     return most[BACKBONE] + 1, most[STAGE] + 1
 
 
-def split_set_problems(ckpt: Checkpoint, *, unreadable: bool = True) -> list[str]:
-    """What keeps a GGUF split set from being one model, one line each: parts missing, parts
-    unreadable (with `unreadable`), tensors stored in two parts (llama.cpp refuses those). []
-    for a whole one, and for any other checkpoint."""
+def split_set_problems(ckpt: Checkpoint, *, unreadable: bool = True, missing: bool = True) -> list[str]:
+    """What keeps a GGUF split set from being one model, one line each: parts missing (with
+    `missing`), parts unreadable (with `unreadable`), tensors stored in two parts (llama.cpp
+    refuses those). [] for a whole one, and for any other checkpoint."""
     if not any(is_gguf(s) for s in ckpt.shards):
         return []
     label = one_line(ckpt.label)
     out = [f"{label}: part {one_line(m)} of the split set is missing; expected "
-           f"{len(ckpt.shards) + len(ckpt.missing)} parts" for m in ckpt.missing]
+           f"{len(ckpt.shards) + len(ckpt.missing)} parts" for m in ckpt.missing] if missing else []
     if unreadable:
         out += [s.error or f"{one_line(s.file)}: unreadable" for s in ckpt.shards if s.header is None]
     if not ckpt.unique:

@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
 from hccli.base.bounded import one_line
+from hccli.checkpoint.verify.config_fit import fits
 from hccli.checkpoint.hc import detect, find_sites
 from hccli.checkpoint.safetensors.header import gc_paused
 from hccli.checkpoint.index import parse_index
@@ -88,8 +89,33 @@ def open_checkpoint(
     all_names = list(merged) if merged is not None else [n for s in readable for n in s.header.names]
     dialect = detect(shards, all_names, raw_cfg, cfg.quantisation.kind if cfg and cfg.quantisation else None)
     n_layers, n_stages, sites = find_sites(readable, merged, dialect.dialect, cfg, label)
-    return Checkpoint(Path(label), Path(store.label), kind, index, shards, cfg, cfg_note, unsafe, missing, store,
+    ckpt = Checkpoint(Path(label), Path(store.label), kind, index, shards, cfg, cfg_note, unsafe, missing, store,
                       label, partial, unique, dialect, n_layers, n_stages, tuple(sites), merged, raw_cfg)
+    if cfg is None or fits(ckpt):
+        return ckpt
+    return _held_to_config(ckpt, named=config is not None)
+
+
+def _held_to_config(ckpt: Checkpoint, named: bool) -> Checkpoint:
+    """The checkpoint, told whether its config describes another model (damage.config_clash). A
+    config the user named is used as given, and so is one that only names layers or stages the
+    checkpoint lacks; a config.json found beside the checkpoint that contradicts its headers is
+    set aside, as one that cannot be read is, and the layers are numbered by the checkpoint's own."""
+    from dataclasses import replace
+
+    from hccli.checkpoint.verify import damage
+    from hccli.checkpoint.verify.causes import mismatch_of, words_of
+
+    diffs = damage.config_clash(ckpt)
+    if not diffs:
+        return ckpt
+    words = words_of(diffs)
+    if named or not damage.contradicts(diffs):
+        return replace(ckpt, config_clash=mismatch_of(ckpt, words))
+    note, clash = damage.set_aside(ckpt.config, words)
+    n_layers, n_stages, sites = find_sites(ckpt.readable(), ckpt.merged, ckpt.dialect.dialect, None, ckpt.label)
+    return replace(ckpt, config=None, config_note=note, n_layers=n_layers, n_stages=n_stages, hc_sites=tuple(sites),
+                   config_clash=clash)
 
 
 def _config(store: Store, kind: str, config: str | Path | None, beside: Any

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import chain, repeat
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hccli.checkpoint.safetensors.header import gc_paused
 from hccli.checkpoint.safetensors.header_types import Header, TensorInfo
@@ -20,6 +20,9 @@ from hccli.checkpoint.store_protocol import Store
 from hccli.model.config.model import ConfigUnusable, ModelConfig
 from hccli.names.dialects import Detection
 from hccli.base.vocab import hc_tensor_name
+
+if TYPE_CHECKING:
+    from hccli.checkpoint.verify.findings import Finding
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +115,9 @@ class Checkpoint:
     hc_sites: tuple[HcSiteTensors, ...]  # in layer and site order
     merged: dict | None = field(default=None, repr=False, compare=False)  # the merged table, where names repeat
     config_data: dict | None = field(default=None, repr=False, compare=False)  # the config.json used, as decoded
+    # config_mismatch: the config and the headers are different models (checkpoint/verify/damage.py); a
+    # config.json found beside it is then set aside (config None, config_note says why)
+    config_clash: Finding | None = None
 
     def readable(self) -> list[Shard]:
         return [s for s in self.shards if s.header is not None]

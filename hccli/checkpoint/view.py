@@ -121,6 +121,12 @@ class HcView:
     counter: list[int] = field(default_factory=lambda: [0])
     second_spellings: list[tuple[str, str, str]] = field(default_factory=list)  # (name, name, canonical)
     _chunks: Callable[[str], Iterator[np.ndarray] | None] | None = field(default=None, repr=False)
+    damage: tuple[Any, ...] = ()  # what opening found wrong (checkpoint/verify/damage.py): findings
+    _absent: Callable[[str], str | None] | None = field(default=None, repr=False)
+
+    def absent(self, canonical: str) -> str | None:
+        """Why an HC tensor is not here where a shard that is gone explains it (damage.why_absent)."""
+        return self._absent(canonical) if self._absent else None
 
     @property
     def bytes_read(self) -> int:
@@ -193,7 +199,10 @@ def _gguf_label(ckpt) -> str:
     return first if len(ckpt.shards) == 1 else f"{first} (+{len(ckpt.shards) - 1} parts)"
 
 
-def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
+def open_view(path: str | Path, config: str | Path | None = None, *, whole: bool = False) -> HcView:
+    """whole: every shard the index names must be there (diff compares whole models); a GGUF
+    split set must be whole in any case."""
+    from hccli.checkpoint.verify import damage
     from hccli.checkpoint import hc as H
     from hccli.checkpoint.opening import open_checkpoint
 
@@ -204,6 +213,10 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
     if gguf:
         H.require_whole(ckpt)  # a GGUF is one model: a part missing is an error, not a smaller model
         label = _gguf_label(ckpt)
+    found = damage.findings(ckpt)
+    gone = next((f for f in found if f.code == "missing_shard"), None)
+    if whole and gone is not None:
+        raise HcError(f"{gone.message}; expected every shard it names (hc diff compares whole checkpoints)")
     detection = ckpt.dialect
     counter = [0]
 
@@ -265,7 +278,8 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
     if gguf:
         n_stages = 0  # llama.cpp's converter drops the stages; the head mix is numbered without them
     return HcView(label, "gguf" if gguf else "safetensors", detection, model, n_stages, iters, eps, norm_eps, hc,
-                  others, ckpt.config_note, ckpt.remote is not None, counter, H.second_spellings(ckpt), chunks)
+                  others, ckpt.config_note, ckpt.remote is not None, counter, H.second_spellings(ckpt), chunks,
+                  tuple(found), damage.absence(ckpt))
 
 
 def _chunks(ckpt, stored: str, counter: list[int]) -> Iterator[np.ndarray] | None:

@@ -184,6 +184,23 @@ def config_warning(unusable: Any) -> None:
         note(f"[yellow]warning:[/] {safe(unusable.line)}", wrap=False)
 
 
+# damage lines shown (the rest counted): --json and --verify list them all
+DAMAGE_SHOWN = 5
+
+
+def damage_warnings(findings: Any, unusable: Any = None) -> None:
+    """The lines every command shows for what opening found wrong (checkpoint/verify/damage.py: a
+    shard named and not there, a config of another model), one `warning:` line each, after the
+    line of a config.json set aside (config_warning). A config of another model that was set
+    aside is said by that line: its finding is not said twice."""
+    config_warning(unusable)
+    shown = [f for f in findings if not (unusable is not None and f.code == "config_mismatch")]
+    for f in shown[:DAMAGE_SHOWN]:
+        note(f"[yellow]warning:[/] {safe(f.message)}", wrap=False)  # one line each: it names a file
+    if len(shown) > DAMAGE_SHOWN:
+        note(f"[yellow]warning:[/] ... and {len(shown) - DAMAGE_SHOWN} more (--json lists all)")
+
+
 def plain(text: str) -> str:
     """Escape control characters in text that came from a file or server (for plain echo)."""
     return "".join(

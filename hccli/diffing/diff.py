@@ -130,6 +130,8 @@ class DiffReport:
     selection: Selection = Selection(None, None)  # the layers and sites compared (None: all)
     hc_tensors: int = 0  # HC tensor names on either side, selected or not
     shared_others: int = 0  # other tensors both sides hold, selected or not
+    findings_a: tuple[Any, ...] = ()  # what opening found wrong with each side (checkpoint/verify/damage.py)
+    findings_b: tuple[Any, ...] = ()
 
     JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("hc_ok", "not_kept", "exit_code")
 
@@ -383,4 +385,5 @@ def build_diff(a: HcView, b: HcView, *, atol: float = 0.0, rtol: float = 0.0, to
     return DiffReport(a.label, b.label, a.dialect.dialect, b.dialect.dialect, model, atol, rtol, tokens, seed,
                       tuple(rows), only_a, only_b, changed, comps, values, a.bytes_read, b.bytes_read,
                       a.config_note, b.config_note, (sampled,) if sampled else (), selection,
-                      len({*a.hc, *b.hc}), len({t.name for t in a.others} & {t.name for t in b.others}))
+                      len({*a.hc, *b.hc}), len({t.name for t in a.others} & {t.name for t in b.others}),
+                      a.damage, b.damage)

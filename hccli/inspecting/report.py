@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hccli.checkpoint.verify.damage import absence, findings as damage_findings, site_absent
 from hccli.checkpoint.hc import gguf_architecture, gguf_settings, is_gguf, split_set_problems
 from hccli.checkpoint.safetensors.header_types import Columns
 from hccli.checkpoint.verify.producers import PACKING, ComponentTable, component_table
@@ -60,6 +61,7 @@ class InspectReport:
     metadata: list[FileMetadata] | None = None  # --metadata: each file's own
     stats: list[TensorStats] | None = None  # --stats: the selected sites' HC tensors
     sites: tuple[HcSiteTensors, ...] = field(default=(), repr=False, compare=False)  # the HC sites selected
+    damage: list[Finding] = field(default_factory=list)  # what opening found (checkpoint/verify/damage.py), --verify or not
 
     def with_stats(self, progress: Callable[[int, int, str], None] | None = None) -> InspectReport:
         """This report with the value statistics of its selected sites' HC tensors (read here, in
@@ -123,7 +125,7 @@ class InspectReport:
             components=self.components,
             layer_numbering=LayerNumbering(self.n_layers, self.n_stages),
             hc=self.hc,
-            findings=self.findings if self.findings is not None else [],
+            findings=self.findings if self.findings is not None else self.damage,
             verdict=self.verdict(),
             unreadable_shards=[UnreadableShard(s.file, s.error) for s in c.shards if s.header is None],
             transferred_bytes=remote.transfer.bytes if remote is not None else 0,
@@ -211,6 +213,11 @@ def build_inspect(
         if not sites:
             from hccli.model.layers import format_ranges
 
+            gone = absence(ckpt)
+            for layer in sorted(hc_layers):  # a shard that is gone took them: name it
+                why = next(filter(None, (site_absent(ckpt, layer, s, gone) for s in ("attn", "ffn", "head"))), None)
+                if why is not None:
+                    raise HcError(f"{ckpt.label}: no HC sites at layer {layer}: {why}")
             where = f"HC sites at layers {format_ranges(have)}" if have else "no hc_* tensors"
             raise HcError(f"{ckpt.label}: no HC sites at layer {format_ranges(sorted(hc_layers))}; "
                           f"this checkpoint has {where}")
@@ -220,8 +227,8 @@ def build_inspect(
         from hccli.checkpoint.verify.checks import verify
 
         findings = verify(ckpt)
-    else:  # (--verify words these as findings; unreadable parts the command warns of itself)
-        notes = split_set_problems(ckpt, unreadable=False) + notes
+    else:  # (--verify words these as findings; unreadable parts the command warns of itself, missing ones damage)
+        notes = split_set_problems(ckpt, unreadable=False, missing=False) + notes
     meta = None
     if metadata:
         from hccli.inspecting.meta import file_metadata
@@ -229,4 +236,4 @@ def build_inspect(
         meta = file_metadata(ckpt)
     return InspectReport(ckpt, n_tensors, n_layers, n_stages, stored, logical, dtypes, rows,
                          entries, findings, len(sites), components=table, notes=notes, metadata=meta,
-                         sites=tuple(sites))
+                         sites=tuple(sites), damage=damage_findings(ckpt))

@@ -93,6 +93,7 @@ class RunInput:
     nonfinite_tokens: tuple[int, ...]
     params: RunParams
     config_note: ConfigUnusable | None = None  # the checkpoint's config.json, set aside
+    findings: tuple[Any, ...] = ()  # what opening found wrong with the checkpoint (checkpoint/verify/damage.py)
 
 
 @dataclass(frozen=True)
@@ -119,6 +120,7 @@ class RunDocument:
     input: str  # where the mixes came from
     params: RunParamsDocument
     config_note: ConfigUnusable | None
+    findings: tuple[Any, ...]  # what opening found wrong with the checkpoint (checkpoint/verify/damage.py)
     nonfinite_tokens: tuple[int, ...]
     max_abs_row_sum_dev: float
     max_abs_col_sum_dev: float
@@ -154,7 +156,7 @@ class RunResult:
         i, p = self.input, self.input.params
         return RunDocument(self.impl, self.device, self.reason, self.tokens, i.provenance,
                            RunParamsDocument(p.hc_mult, p.iters, p.eps, p.origin, i.params_provenance, i.scale, i.base),
-                           i.config_note, i.nonfinite_tokens, row, col, self.pre, self.post, self.comb)
+                           i.config_note, i.findings, i.nonfinite_tokens, row, col, self.pre, self.post, self.comb)
 
 
 def _params_from_config(path: Path, what: str) -> RunParams:
@@ -189,7 +191,7 @@ def prepare(source: MixSource, *, site: CheckpointSite | None = None, config: Pa
     params: RunParams | None = None
     base = scale = fn = None
     base_origin = ""
-    config_note = None
+    config_note, found = None, ()
     if config is not None:
         params = _params_from_config(config, "config")
     if site is not None:
@@ -197,9 +199,18 @@ def prepare(source: MixSource, *, site: CheckpointSite | None = None, config: Pa
         from hccli.checkpoint.opening import open_checkpoint
         from hccli.base.limits import MAX_ELEMENTS, MAX_HC_MULT
 
+        from hccli.checkpoint.verify import damage
+
         ckpt = open_checkpoint(site.checkpoint, config=config)
-        config_note = ckpt.config_note
-        s = select_site(ckpt, site.layer, site.site)
+        config_note, found = ckpt.config_note, tuple(damage.findings(ckpt))
+        try:
+            s = select_site(ckpt, site.layer, site.site)
+        except HcError:
+            why = damage.site_absent(ckpt, site.layer, site.site)
+            if why is None:
+                raise
+            # a shard that is gone took the site: name the shard, not the site
+            raise HcError(f"{ckpt.label}: no hc_{site.site}_* tensors for layer {site.layer}: {why}") from None
         for part in ("base", "scale"):
             _check_part(s, part, mix_width(MAX_HC_MULT), str(site.checkpoint))
         base, scale = (a.reshape(-1) for a in read_base_scale(ckpt, s))
@@ -246,7 +257,7 @@ def prepare(source: MixSource, *, site: CheckpointSite | None = None, config: Pa
             scale, base = inputs.sample_params(hc)
             base_origin = "synthetic base/scale (comb offsets 2 on the diagonal, scales 1)"
     return RunInput(src.mixes, np.asarray(scale, np.float32), np.asarray(base, np.float32), src.provenance,
-                    base_origin, src.nonfinite_tokens, params, config_note)
+                    base_origin, src.nonfinite_tokens, params, config_note, found)
 
 
 def _op_settings(ckpt: Any, hc: int) -> tuple[int, float, float, str]:

@@ -72,6 +72,7 @@ class SiteRunReport:
     notes: tuple[str, ...] = field(default=())
     path: str = "numpy"  # PATHS: numpy, the torch path or the site kernels
     config_note: ConfigUnusable | None = None  # the checkpoint's config.json, set aside
+    findings: tuple[Any, ...] = ()  # what opening found wrong with the checkpoint (checkpoint/verify/damage.py)
 
 
 def default_impl(impl: str | None, device: str | None) -> str:
@@ -199,7 +200,7 @@ def run_site(model: SiteModel, req: RunRequest, save: Path | None = None,
     return SiteRunReport(model.label, model.kind, model.dialect, p.family, p.hc_mult, p.iters, p.hc_eps, p.norm_eps,
                          model.origin, dim, tokens, origin, dtype, f_origin, how, req.precision, tuple(rows),
                          None if save is None else str(save), model.notes + ((chosen.note,) if chosen.note else ()),
-                         chosen.path, model.config_note)
+                         chosen.path, model.config_note, model.findings)
 
 
 def compare_file(path: Path, impl: str | None = None, device: str | None = None, atol: float = 0.0):

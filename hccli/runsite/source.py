@@ -11,7 +11,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -42,6 +42,7 @@ class SiteModel:
     read: Callable[[SiteRef], tuple[np.ndarray, np.ndarray, np.ndarray]] = field(repr=False)
     notes: tuple[str, ...] = ()
     config_note: ConfigUnusable | None = None  # the config.json beside the checkpoint, set aside
+    findings: tuple[Any, ...] = ()  # what opening found wrong with the checkpoint (checkpoint/verify/damage.py)
 
     def tensors(self, ref: SiteRef) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(fn, base, scale) of a site, float32, in the release's shapes (checked)."""
@@ -131,9 +132,17 @@ def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
     if view.model.source == "tensor shapes" or (view.kind == "gguf" and not _gguf_says_norm_eps(source)):
         norm_eps, eps_from = FAMILY_NORM_EPS[family], f"the {family} default (not in the {view.model.source})"
 
+    gone: list[str] = []  # why the stages stop where a shard that is gone took one
+
     def need(owner: str, site: str) -> bool:
         missing = [hc_tensor_name(owner, site, p) for p in ("fn", "base", "scale")
                    if hc_tensor_name(owner, site, p) not in view.hc]
+        why = next(filter(None, map(view.absent, missing)), None)
+        if why is not None and not owner.startswith("mtp."):  # the backbone and its end: name the shard
+            raise HcError(f"{view.label}: {why}; run-site needs every backbone site and the head mix")
+        if why is not None:
+            gone.append(why)
+            return False
         if len(missing) == 3:
             return False
         if missing:
@@ -141,6 +150,7 @@ def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
                           "and scale")
         return True
 
+    need("", "head")  # a head mix a gone shard took would make a V4 read as V4.1
     for layer in range(n_layers):
         for site in ("attn", "ffn"):
             if not need(f"layers.{layer}", site):
@@ -151,7 +161,7 @@ def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
         stages += 1
     if view.n_stages > stages:
         notes.append(f"the config names {view.n_stages} DSpark/MTP stage(s); the checkpoint holds the HC tensors "
-                     f"of {stages}: the stages run without the rest")
+                     f"of {stages}: the stages run without the rest" + "".join(f" ({why})" for why in gone[:1]))
     stage_head = stages > 0 and need(f"mtp.{stages - 1}", "head")
     plan = plan_sites(family, n_layers, view.n_stages, stages, family == "v4", stage_head)
 
@@ -166,7 +176,7 @@ def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
     origin = (f"family {family} ({'a head mix' if family == 'v4' else 'no head mix'} in the checkpoint); "
               f"hc_mult, iterations, eps from {view.model.source}; norm_eps {norm_eps:g} from {eps_from}")
     return SiteModel(view.label, "checkpoint", view.dialect.dialect, params, origin, dim, n_layers, view.n_stages,
-                     plan, protected(source), read, tuple(notes), view.config_note)
+                     plan, protected(source), read, tuple(notes), view.config_note, view.damage)
 
 
 def _gguf_says_norm_eps(source: str) -> bool:

@@ -230,6 +230,7 @@ def test_a_missing_part_warns_in_inspect_and_stops_run_kernel(split_set):
                                     for f in v.json()["findings"])
     _one_error(_kernel(first), gone.name, "missing")
     _one_error(run_hc("diff", first, first), gone.name, "missing")
+    _one_error(run_hc("run-site", first, "--tokens", 2), gone.name, "missing")
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")

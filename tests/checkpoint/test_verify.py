@@ -157,11 +157,16 @@ def test_hc_shape(ck):
     assert "layers.4.hc_attn_scale" in f["wrong_shape"]["message"]
 
 
-def test_hc_shapes_disagree_with_hc_mult(ck):
+def test_hc_shapes_disagree_with_hc_mult(ck, tmp_path):
+    # a config named by --config is held to as given (one beside it that says another hc_mult is
+    # set aside: test_damage.py)
     cfg = json.loads((ck / "config.json").read_text())
     cfg["hc_mult"] = 2
-    (ck / "config.json").write_text(json.dumps(cfg))
-    assert "hc_mult" in findings(ck)["hc_shape"]["message"]
+    (tmp_path / "other.json").write_text(json.dumps(cfg))
+    r = run_hc("inspect", ck, "--verify", "--json", "--config", tmp_path / "other.json")
+    assert r.exit_code == 1
+    f = {f["code"]: f for f in r.json()["findings"]}
+    assert "hc_mult" in f["hc_shape"]["message"] and f["hc_shape"]["cause"] == "config_mismatch"
 
 
 @covers("hc_dtype", "wrong_dtype")

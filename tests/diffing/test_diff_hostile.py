@@ -67,17 +67,22 @@ def test_gguf_at_the_width_bound_sends_fewer_sample_tokens(tiny, tmp_path):
 
 @pytest.mark.parametrize("hc_mult, dim, sent", [(64, 1 << 20, 0), (4, 1 << 18, 4)])
 def test_config_at_the_bounds_sends_what_fits(hc, tiny, tmp_path, hc_mult, dim, sent):
+    # named by --config-a/-b: used as given (beside the checkpoint, a config whose dim and hc_mult
+    # its headers contradict is set aside)
     ck = edit_copy(tiny, tmp_path / "ck", lambda t: None)
     cfg = json.loads((ck / "config.json").read_text())
     cfg.update(hidden_size=dim, hc_mult=hc_mult)
-    (ck / "config.json").write_text(json.dumps(cfg))
-    r = hc("diff", ck, ck, "--json")
+    claim = tmp_path / "claim.json"
+    claim.write_text(json.dumps(cfg))
+    named = ("--config-a", claim, "--config-b", claim)
+    r = hc("diff", ck, ck, "--json", *named)
     assert r.exit_code == 0, r.stderr
     doc = r.json()
     assert doc["sample_tokens"] == sent and (doc["model"]["hc_mult"], doc["model"]["dim"]) == (hc_mult, dim)
     assert sum(f"x hc_mult {hc_mult} x dim {dim:,}" in n for n in doc["notes"]) == 1
     assert sent * hc_mult * dim <= MAX_ELEMENTS < (sent + 1) * hc_mult * dim
-    text = hc("diff", ck, ck).stdout
+    assert doc["findings_a"][0]["code"] == "config_mismatch"  # and said so
+    text = hc("diff", ck, ck, *named).stdout
     assert f"{sent} sent" in text if sent else "none sent" in text
 
 

@@ -23,12 +23,12 @@ from hccli.ops.split_np import split_sinkhorn
 
 def _wide(tmp_path, n_layers: int = 4, hc: int = 64, iters: int = 1000):
     """A release-layout checkpoint (safetensors' serializer) of hc-`hc` sites, base and scale
-    only, with a config that asks `iters` Sinkhorn iterations."""
+    only, with a config that asks `iters` Sinkhorn iterations (and no stages, as it holds none)."""
     from safetensors.numpy import save_file
 
     cfg = json.loads((ROOT / "sample_configs" / "tiny-v4.hf.json").read_text())
-    cfg.update(num_hidden_layers=n_layers, hc_mult=hc, hc_sinkhorn_iters=iters, compress_ratios=[0] * (n_layers + 2),
-               dspark_target_layer_ids=[0, 1])
+    cfg.update(num_hidden_layers=n_layers, hc_mult=hc, hc_sinkhorn_iters=iters, compress_ratios=[0] * n_layers,
+               num_nextn_predict_layers=0, dspark_target_layer_ids=[])
     out = tmp_path / "wide"
     out.mkdir()
     (out / "config.json").write_text(json.dumps(cfg))

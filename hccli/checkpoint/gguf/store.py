@@ -230,13 +230,20 @@ def gguf_parts(files: Iterable[str], entry: str | None, where: str, store: Any =
     of its split set, or the one file or set among `files` (a folder); with the `store`
     they are in, a set of more than MAX_TENSORS tensors in all is refused before any is read."""
     files = [f for f in files if is_gguf_name(f) and "/" not in f]
+    have = set(files)
     if entry is None:
         firsts = [f for f in files if (m := SPLIT_NAME.match(f)) and m["no"] == "00001"]
         singles = [f for f in files if not SPLIT_NAME.match(f)]
+        sets = {(m["stem"], m["count"]) for f in files if (m := SPLIT_NAME.match(f))}
+        if not firsts and not singles and len(sets) == 1:  # one set whose first part is gone: named as missing
+            (stem, count), = sets
+            firsts = [f"{stem}-00001-of-{count}.gguf"]
         if len(firsts) + len(singles) != 1:
             found = ", ".join(firsts + singles) or "none"
             raise HcError(f"{where}: expected one .gguf file or one split set, found {one_line(found)}")
         entry = (firsts or singles)[0]
+    else:
+        have.add(entry)
     m = SPLIT_NAME.match(entry)
     if m is None:
         return [entry], []
@@ -244,7 +251,6 @@ def gguf_parts(files: Iterable[str], entry: str | None, where: str, store: Any =
     if not 1 <= count <= MAX_SPLITS:
         raise HcError(f"{where}: a split set of {count} parts; expected 1..{MAX_SPLITS}")
     parts = [f"{m['stem']}-{i:05d}-of-{count:05d}.gguf" for i in range(1, count + 1)]
-    have = set(files) | {entry}
     found = [p for p in parts if p in have]
     if store is not None:
         check_split_total(store, found, where)

@@ -9,9 +9,10 @@
   sides; every finding of the config's inventory, and each HC shape held to the config's
   hc_mult, follows from it.
 
-The follow-ons name their root's id as `cause` (findings.py). Nothing here runs for a checkpoint
-that agrees with its index and its config: no shard is gone and no inventory finding is there
-to explain.
+The follow-ons name their root's id as `cause` (findings.py). Opening makes the comparison
+too, where config_fit's fast accept does not accept (damage.py): its config_mismatch is the
+root here. Nothing here runs for a checkpoint that agrees with its index and its config: no
+shard is gone and no inventory finding is there to explain.
 """
 
 from __future__ import annotations
@@ -22,16 +23,18 @@ from operator import contains
 from hccli.names import dialects as D
 from hccli.base.bounded import one_line
 from hccli.checkpoint import hc as H
+from hccli.checkpoint.verify.config_fit import HEAD_FN, STAGES_HELD
 from hccli.checkpoint.verify.findings import Finding, caused, finding
 from hccli.checkpoint.shardset import Checkpoint
-from hccli.model.shape import ModelShape, differences, from_hc_shapes, said
-from hccli.base.vocab import HcName, parse_hc_name
+from hccli.model.config.model import ModelConfig
+from hccli.model.shape import Difference, ModelShape, differences, from_hc_shapes, said
+from hccli.base.vocab import parse_hc_name
 
 # HC owners (layers.3, mtp.0, head) a gone shard's finding names; the rest are counted
 OWNERS_NAMED = 6
 MISMATCH_ID = "config_mismatch"
-_HEAD = HcName("", None, "head", "fn")
-_STAGES_HELD = (D.RELEASE, D.RELEASE_PREFIXED)  # the layouts that can hold DSpark/MTP stages
+DIFFERENT = "the config and the checkpoint are different models"
+FIGURES = "the checkpoint's figures from its tensor names and shapes"
 # codes a config of another model does not explain: the names' dialect is the checkpoint's own
 _NOT_FROM_CONFIG = frozenset(("unmapped_tensor",))
 
@@ -86,17 +89,23 @@ class GoneShards:
         sites = sum(map(len, owners.values()))
         return f"; the index places {len(names):,} tensors there, those of {sites:,} HC sites among them: {shown}{rest}"
 
-    def cause_of(self, canonical: str | None) -> str | None:
-        """The root id of the gone shard a tensor (canonical name) was in, else None."""
-        if not self.code:
+    def file_of(self, canonical: str | None) -> str | None:
+        """The gone shard a tensor (canonical name) was in, else None; without an index, the one
+        gone shard where there is only one (with several, none is named)."""
+        if not self.code or canonical is None:
             return None
         if self.ckpt.index is None:
-            return self.id_of(next(iter(self.code))) if len(self.code) == 1 else None
+            return next(iter(self.code)) if len(self.code) == 1 else None
         if self._by_name is None:
             dialect = self.ckpt.dialect.dialect
-            self._by_name = {(n if dialect == D.RELEASE else D.canonical_name(n, dialect) or n): self.id_of(f)
+            self._by_name = {(n if dialect == D.RELEASE else D.canonical_name(n, dialect) or n): f
                              for f, names in self.held().items() for n in names}
-        return self._by_name.get(canonical) if canonical is not None else None
+        return self._by_name.get(canonical)
+
+    def cause_of(self, canonical: str | None) -> str | None:
+        """The root id of the gone shard a tensor (canonical name) was in, else None."""
+        file = self.file_of(canonical)
+        return None if file is None else self.id_of(file)
 
 
 def own_shape(ckpt: Checkpoint, gone: GoneShards) -> ModelShape:
@@ -114,7 +123,7 @@ def own_shape(ckpt: Checkpoint, gone: GoneShards) -> ModelShape:
         h is not None and not h.kind for h in (D.hc_name(n, dialect) for n in extra))
     engram = any(map(contains, chain(names, extra), repeat(".engram.")))
     family = "v4" if head and not engram else "v4.1" if engram and not head else None
-    if D.spell_hc(_HEAD, dialect) is None:
+    if D.spell_hc(HEAD_FN, dialect) is None:
         family = None  # a layout without a head mix says nothing of the family by lacking one
     cfg = ckpt.config
     if gone and ckpt.index is None:
@@ -122,26 +131,53 @@ def own_shape(ckpt: Checkpoint, gone: GoneShards) -> ModelShape:
         stages = stages if stages > cfg.n_stages else None
         family = None
     return ModelShape(shapes.hc_mult, layers, shapes.dim, "tensor names and shapes", family,
-                      stages if dialect in _STAGES_HELD else None)
+                      stages if dialect in STAGES_HELD else None)
+
+
+def config_shape(cfg: ModelConfig) -> ModelShape:
+    """The figures a config gives, as the checkpoint's own are held to them."""
+    return ModelShape(cfg.hc_mult, cfg.n_layers, cfg.dim, "config", cfg.family, cfg.n_stages)
+
+
+def mismatch_differences(ckpt: Checkpoint, gone: GoneShards) -> list[Difference]:
+    """How the config and the checkpoint are different models, each figure (a: the config's)."""
+    return differences(config_shape(ckpt.config), own_shape(ckpt, gone))
+
+
+def words_of(diffs: list[Difference]) -> str:
+    """The differences in words: "the config has 61 layers, the checkpoint 40; ..."."""
+    return "; ".join(said(d, "the config", "the checkpoint") for d in diffs)
+
+
+def mismatch_words(ckpt: Checkpoint, gone: GoneShards) -> str | None:
+    """How the config and the checkpoint are different models, in words, else None."""
+    return words_of(mismatch_differences(ckpt, gone)) or None
 
 
 def mismatch(ckpt: Checkpoint, gone: GoneShards) -> Finding | None:
     """config_mismatch where the config and the checkpoint are different models, else None."""
-    cfg = ckpt.config
-    want = ModelShape(cfg.hc_mult, cfg.n_layers, cfg.dim, "config", cfg.family, cfg.n_stages)
-    diffs = differences(want, own_shape(ckpt, gone))
-    if not diffs:
-        return None
-    words = "; ".join(said(d, "the config", "the checkpoint") for d in diffs)
-    return finding("config_mismatch", f"the config and the checkpoint are different models: {words} (config "
-                   f"{cfg.source}; the checkpoint's figures from its tensor names and shapes)", root_id=MISMATCH_ID)
+    words = mismatch_words(ckpt, gone)
+    return None if words is None else mismatch_of(ckpt, words)
+
+
+def mismatch_of(ckpt: Checkpoint, words: str) -> Finding:
+    """The config_mismatch finding of a config used as given, whose differences are `words`."""
+    return mismatch_finding(f"{DIFFERENT}: {words} (config {ckpt.config.source}; {FIGURES})")
+
+
+def mismatch_finding(message: str) -> Finding:
+    """The one config_mismatch finding, the root of what follows from it."""
+    return finding("config_mismatch", message, root_id=MISMATCH_ID)
 
 
 def grouped(ckpt: Checkpoint, gone: GoneShards, first: list[Finding], hc: list[Finding], against: set[int],
             later: list[Finding], config: list[Finding]) -> list[Finding]:
     """Every finding in verify's order, each follow-on naming its cause; `against`: the ids of the
-    HC shape findings held to the config's hc_mult. A config of another model comes first."""
-    root = mismatch(ckpt, gone) if ckpt.config is not None and (config or against) else None
+    HC shape findings held to the config's hc_mult. A config of another model comes first: the
+    one opening found (checkpoint/verify/damage.py), else the one these findings make worth looking for."""
+    root = ckpt.config_clash
+    if root is None and ckpt.config is not None and (config or against):
+        root = mismatch(ckpt, gone)
     if root is not None:
         hc = [caused(f, MISMATCH_ID) if id(f) in against else f for f in hc]
         config = [f if f.code in _NOT_FROM_CONFIG else caused(f, MISMATCH_ID) for f in config]

@@ -19,6 +19,7 @@ from hccli.names import dialects as D
 from hccli.base.bounded import one_line
 from hccli.checkpoint.verify import agree
 from hccli.checkpoint.verify.causes import GoneShards, grouped
+from hccli.checkpoint.verify.damage import missing_roots
 from hccli.checkpoint.verify.findings import CODES, MAX_FINDINGS_PER_CODE, Finding, capped, each, finding, more  # noqa: F401
 from hccli.checkpoint.hc import (
     MAX_MIX_BYTES,
@@ -53,9 +54,7 @@ def _verify(ckpt: Checkpoint, hc: _HcCheck, gone: GoneShards) -> list[Finding]:
             out.append(gone.root(s.file, s.error or f"{s.file}: unreadable"))
     for name in ckpt.unsafe:
         out.append(gone.root(name, f"index names shard '{name}', outside the checkpoint directory; not opened"))
-    for name in ckpt.missing:
-        named = "index names" if ckpt.index is not None else "the other shards' -of-N names imply"
-        out.append(gone.root(name, f"{named} shard '{name}', which is not in {ckpt.label}"))
+    out += missing_roots(ckpt, gone)
     for name in ckpt.partial:
         out.append(finding("partial_file", f"'{name}' is a .partial file (an interrupted download or write?); "
                            "the checkpoint may be incomplete"))
@@ -91,7 +90,7 @@ def _verify(ckpt: Checkpoint, hc: _HcCheck, gone: GoneShards) -> list[Finding]:
                 out.append(finding("total_size_mismatch", f"metadata.total_size is {idx.total_size:,}; the shards' "
                                    f"tensors span {spans:,} bytes"))
     later: list[Finding] = []
-    if ckpt.config_note is not None:
+    if ckpt.config_note is not None and ckpt.config_clash is None:  # (a config of another model: its own code)
         later.append(finding("config_unreadable", ckpt.config_note.line))
     config = _config_findings(ckpt, gone) if ckpt.config is not None else []
     return grouped(ckpt, gone, out, hc.findings(), hc.against_config, later, config)

@@ -64,7 +64,7 @@ def diff_cmd(
     cannot be read, spells one tensor twice or the two are different models. Never writes anything.
     """
     from hccli.cli.render import diff as render_diff
-    from hccli.cli.output import config_warning, emit, progress_bar
+    from hccli.cli.output import damage_warnings, emit, progress_bar
     from hccli.diffing.diff import build_diff
     from hccli.checkpoint.view import open_view
 
@@ -74,11 +74,11 @@ def diff_cmd(
         for side in (a, b):  # never into either checkpoint; before any work
             if Path(side).exists():
                 check_plot(plot, forbidden_dir=Path(side))
-    # each side's config warning as soon as it is open: it may be why B fails, or why they differ
-    with open_view(a, config_a) as va:
-        config_warning(va.config_note)
-        with open_view(b, config_b) as vb:
-            config_warning(vb.config_note)
+    # each side's warnings as soon as it is open: a config set aside may be why B fails, or why they differ
+    with open_view(a, config_a, whole=True) as va:
+        damage_warnings(va.damage, va.config_note)
+        with open_view(b, config_b, whole=True) as vb:
+            damage_warnings(vb.damage, vb.config_note)
             with progress_bar("comparing", enabled=not json_out, in_bytes=True) as tick:
                 report = build_diff(va, vb, atol=atol, rtol=rtol, tokens=tokens, seed=seed,
                                     values_all=values is Values.all, progress=tick, layers=layers,

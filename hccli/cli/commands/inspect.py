@@ -92,7 +92,7 @@ def inspect_cmd(
         from hccli.cli.options import check_plot
 
         check_plot(plot, forbidden_dir=guard)  # before any work: nothing printed when refused
-    from hccli.cli.output import config_warning, emit, note, progress_bar, safe
+    from hccli.cli.output import damage_warnings, emit, note, progress_bar, safe
     from hccli.inspecting.report import build_inspect
 
     with progress_bar("reading headers", enabled=not json_out) as tick:
@@ -103,7 +103,8 @@ def inspect_cmd(
     if stats:
         with progress_bar("HC statistics", enabled=not json_out, in_bytes=True) as tick:
             report = report.with_stats(tick)
-    config_warning(report.ckpt.config_note)
+    # without --verify, what opening found wrong; --verify's findings say it with the rest
+    damage_warnings(report.damage if report.findings is None else (), report.ckpt.config_note)
     unreadable = [s for s in report.ckpt.shards if s.header is None]
     if unreadable and report.findings is None:
         for s in unreadable[:5]:

@@ -94,7 +94,7 @@ def run_kernel_cmd(
     """
     check_flags(ctx)
     from hccli.cli.render import kernel as render_kernel
-    from hccli.cli.output import config_warning, emit, note, safe
+    from hccli.cli.output import damage_warnings, emit, note, safe
 
     if compare is not None:
         from hccli.runkernel import golden
@@ -125,7 +125,7 @@ def run_kernel_cmd(
 
         check_plot(plot, forbidden_dir=checkpoint)  # before the kernel runs: nothing printed, nothing written
     inp = prepare(source, site=where, config=config, overrides=Overrides(hc_mult, iters, eps))
-    config_warning(inp.config_note)
+    damage_warnings(inp.findings, inp.config_note)
     result = run(inp, impl.value, device)
     if save is not None:
         save_golden(result, save, force=force, protect=protect)  # checked again as it is written

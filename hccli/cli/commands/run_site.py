@@ -100,7 +100,7 @@ def run_site_cmd(
     """
     check_flags(ctx)
     from hccli.cli.render import site as render_site
-    from hccli.cli.output import config_warning, emit, note, safe
+    from hccli.cli.output import damage_warnings, emit, note, safe
 
     impl = impl.value if impl is not None else None  # the core takes the name
     if compare is not None:
@@ -127,7 +127,7 @@ def run_site_cmd(
 
         check_plot(plot, forbidden_dir=protected(source))
     model = open_model(source, config, seed)
-    config_warning(model.config_note)  # before the run: it may be why the run fails
+    damage_warnings(model.findings, model.config_note)  # before the run: it may be why the run fails
     req = RunRequest(tokens, seed, streams, sublayer, layers, tuple(sites) if sites else None, precision.value, impl,
                      device)
     report = run_site(model, req, save, force=force)
