@@ -16,7 +16,7 @@ The max difference of each implementation's outputs from the block kernel's
 (from torch's on the CPU) is taken on the first input set, with a count of the
 elements whose float32 bits differ (0 for the exact kernel).
 
-With `host=True`, bench_host.py also times the host side of one eager call at a
+With `host` asked for, bench/host.py also times the host side of one eager call at a
 few small token counts (where the launch, not the GPU, bounds an engine).
 """
 
@@ -135,7 +135,7 @@ class BenchResult:
     statistic: str
     rows: tuple[BenchRow, ...]
     skipped: dict[str, str]  # impl -> why it was not timed
-    host: tuple[Any, ...] = ()  # bench_host.HostRow, when asked for
+    host: tuple[Any, ...] = ()  # bench/host.py's HostRow, when asked for
 
 
 def machine(torch: Any, device: str) -> Machine:

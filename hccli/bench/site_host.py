@@ -1,6 +1,6 @@
 """`hc bench --op site-pre|site-write --host`: the host time of one eager call at small token counts. No printing.
 
-Per implementation and n (bench_host.py's method and HostRow):
+Per implementation and n (bench/host.py's method and HostRow):
 - raw: our compiled tilelang kernels called directly with every buffer given
   (tilelang's own launch path, the projection, finish and, for the own-site
   collapse, collapse launches in a row; nothing of ours in between);
