@@ -314,21 +314,32 @@ class GoldenComparison:
         return all(s.beyond_atol == 0 for s in self.steps)
 
 
+@dataclass
+class _StepTally:
+    """One step's figures summed over the sites as they are compared: StepDiff's, but for its name."""
+
+    sites: int = 0
+    elements: int = 0
+    max_abs_diff: float = 0.0
+    differing: int = 0
+    beyond_atol: int = 0
+
+
 def compare_golden(golden: SiteGolden, compute: Callable[[SiteInputs, SiteParams], dict], how: str,
                    atol: float = 0.0) -> GoldenComparison:
     """Re-run every site from the golden's own inputs and compare each step with the stored one."""
     from hccli.runkernel.golden import diff
 
-    acc: dict[str, list] = {}
+    acc: dict[str, _StepTally] = {}
     for gs in golden.sites:
         got = compute(gs.inputs, golden.params)
         for step, want in gs.steps.items():
             d = diff(got[step], want, atol)
-            a = acc.setdefault(step, [0, 0, 0.0, 0, 0])
-            a[0] += 1
-            a[1] += int(want.size)
-            a[2] = max(a[2], d.max_abs_diff)
-            a[3] += d.differing
-            a[4] += d.beyond_atol
-    steps = tuple(StepDiff(s, *acc[s]) for s in STEPS if s in acc)
+            a = acc.setdefault(step, _StepTally())
+            a.sites += 1
+            a.elements += int(want.size)
+            a.max_abs_diff = max(a.max_abs_diff, d.max_abs_diff)
+            a.differing += d.differing
+            a.beyond_atol += d.beyond_atol
+    steps = tuple(StepDiff(s, **vars(acc[s])) for s in STEPS if s in acc)
     return GoldenComparison(golden.path, how, golden.params.family, len(golden.sites), golden.tokens, atol, steps)
