@@ -1,6 +1,7 @@
 """Names across the package (ast scans of hccli/): one class per name, so that a reader, a traceback
 or an import never leaves in doubt which of two rows is meant; and no module imports another's
-private name (a name shared across modules is public where it lives)."""
+private name (a name shared across modules is public where it lives); and a MAX_ bound's name is
+defined in one module only, so that one name means one bound wherever a message or a reader meets it."""
 
 import ast
 from collections import defaultdict
@@ -40,12 +41,31 @@ def private_imports(trees) -> list[str]:
     return out
 
 
+def bounds_defined_twice(trees) -> dict[str, list[str]]:
+    """MAX_ names assigned (at module or class level) in more than one module; an import is no definition."""
+    where = defaultdict(set)
+    for rel, tree in trees:
+        for node in ast.walk(tree):
+            body = node.body if isinstance(node, (ast.Module, ast.ClassDef)) else ()
+            for stmt in body:
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else \
+                    [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+                for t in targets:
+                    if isinstance(t, ast.Name) and t.id.startswith("MAX_"):
+                        where[t.id].add(rel)
+    return {name: sorted(mods) for name, mods in sorted(where.items()) if len(mods) > 1}
+
+
 def test_no_two_modules_define_a_class_of_one_name():
     assert classes_defined_twice(_trees()) == {}
 
 
 def test_no_module_imports_a_private_name_of_another():
     assert private_imports(_trees()) == []
+
+
+def test_no_two_modules_define_a_bound_of_one_name():
+    assert bounds_defined_twice(_trees()) == {}
 
 
 def _parsed(**modules):
@@ -59,3 +79,6 @@ def test_the_scans_see_what_they_look_for():
                     c="import hccli._p.q\nfrom os import _exit\nfrom hccli.x import __version__\n")
     assert private_imports(leaks) == ["a:1 imports _y from hccli.x", "b:2 imports _w from x",
                                       "c:1 imports hccli._p.q"]
+    bounds = _parsed(a="MAX_N = 4\nclass K:\n    MAX_M: int = 2\n", b="from a import MAX_N\nMAX_M = 3\n",
+                     c="MAX_N = 5\ndef f():\n    MAX_Q = 1\n", d="def g():\n    MAX_Q = 2\n")
+    assert bounds_defined_twice(bounds) == {"MAX_M": ["a", "b"], "MAX_N": ["a", "c"]}

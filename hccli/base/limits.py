@@ -57,5 +57,5 @@ def check_hc_mult(hc_mult: int, origin: str) -> int:
 def check_count(what: str, count: int, limit: int = MAX_ELEMENTS) -> int:
     """An element count within `limit`, or a one-line HcError naming what it counts and the bound."""
     if count > limit:
-        raise HcError(f"{what}: {count:,} values; hc builds at most {limit:,} (limits.MAX_ELEMENTS)")
+        raise HcError(f"{what}: {count:,} values; hc builds at most {limit:,} (base/limits.py's MAX_ELEMENTS)")
     return count

@@ -16,7 +16,7 @@ The max difference of each implementation's outputs from the block kernel's
 (from torch's on the CPU) is taken on the first input set, with a count of the
 elements whose float32 bits differ (0 for the exact kernel).
 
-With `host=True`, bench_host.py also times the host side of one eager call at a
+With `host` asked for, bench/host.py also times the host side of one eager call at a
 few small token counts (where the launch, not the GPU, bounds an engine).
 """
 
@@ -31,7 +31,8 @@ from typing import Any, Callable
 
 from hccli.base.errors import HcError
 from hccli.base.jsonable import INLINE
-from hccli.base.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS, mix_width
+from hccli.base.vocab import mix_width
+from hccli.bench.requests import BenchRequest
 from hccli.base.limits import (MAX_BENCH_BYTES, MAX_BENCH_POINTS, MAX_BENCH_REPS, MAX_BENCH_WARMUP,
                                MAX_CPU_BENCH_BYTES, MAX_CPU_BENCH_WORK, MAX_GPU_BENCH_WORK)
 
@@ -134,7 +135,7 @@ class BenchResult:
     statistic: str
     rows: tuple[BenchRow, ...]
     skipped: dict[str, str]  # impl -> why it was not timed
-    host: tuple[Any, ...] = ()  # bench_host.HostRow, when asked for
+    host: tuple[Any, ...] = ()  # bench/host.py's HostRow, when asked for
 
 
 def machine(torch: Any, device: str) -> Machine:
@@ -249,27 +250,16 @@ def _diff(torch: Any, got: tuple[Any, ...], want: tuple[Any, ...]) -> tuple[dict
     return diffs, differing
 
 
-def run_bench(
-    tokens: tuple[int, ...] | None = None,
-    impls: tuple[str, ...] | None = None,
-    *,
-    hc_mult: int = DEFAULT_HC_MULT,
-    sinkhorn_iters: int = DEFAULT_SINKHORN_ITERS,
-    eps: float = DEFAULT_HC_EPS,
-    device: str | None = None,
-    reps: int = 15,
-    warmup: int = 3,
-    seed: int = 0,
-    host: bool = False,
-    progress: Callable[[int, int, str], None] | None = None,
-) -> BenchResult:
-    """Time `impls` (default every one registry.TIMED names) at each token count; HcError without a GPU
-    unless device is cpu."""
+def run_bench(request: BenchRequest, progress: Callable[[int, int, str], None] | None = None) -> BenchResult:
+    """Time request.impls (default every one registry.TIMED names) at each token count; HcError without a
+    GPU unless request.device is cpu."""
     from hccli.kernels.registry import IMPLS, TIMED, function, import_torch, normalise_device
     from hccli.kernels.torch_ref import check_op_params
 
+    tokens, hc_mult, sinkhorn_iters, eps = request.tokens, request.hc_mult, request.sinkhorn_iters, request.eps
+    reps, warmup = request.reps, request.warmup
     check_op_params(hc_mult, sinkhorn_iters, eps)
-    impls = TIMED if impls is None else impls
+    impls = TIMED if request.impls is None else request.impls
     for name in impls:
         if name not in TIMED:
             raise HcError(f"implementation {name!r} is unknown to hc bench; expected some of {', '.join(TIMED)}")
@@ -277,7 +267,7 @@ def run_bench(
         raise HcError(f"reps {reps} / warmup {warmup}: expected reps 1 to {MAX_BENCH_REPS:,} and warmup 0 to "
                       f"{MAX_BENCH_WARMUP:,}")
     torch = import_torch()
-    dev = normalise_device(torch, device)
+    dev = normalise_device(torch, request.device)
     if dev is None:
         if not torch.cuda.is_available():
             raise HcError(NO_GPU)
@@ -308,7 +298,7 @@ def run_bench(
 
     rows: list[BenchRow] = []
     total, done = len(tokens) * len(launchers), 0
-    g = torch.Generator(device=dev).manual_seed(seed % (1 << 64))  # any seed: torch takes 64 bits
+    g = torch.Generator(device=dev).manual_seed(request.seed % (1 << 64))  # any seed: torch takes 64 bits
     scale = (torch.rand(3, device=dev, generator=g) * 1.9 + 0.1).contiguous()
     base = torch.randn(width, device=dev, generator=g).contiguous()
     for n in tokens:
@@ -369,7 +359,7 @@ def run_bench(
                  f"preallocated outputs ({'CUDA events' if cuda else 'perf_counter'}), after {max(1, warmup)} "
                  f"warm-up calls; inputs rotated over sets of >= {ROTATE_BYTES >> 20} MiB in all")
     host_rows: tuple[Any, ...] = ()
-    if host:
+    if request.host:
         from hccli.bench.host import time_host
 
         host_rows = time_host(torch, dev, tuple(launchers), hc, sinkhorn_iters, eps, rows, reps)

@@ -19,15 +19,15 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from hccli.base.errors import HcError
 from hccli.base.jsonable import INLINE
 from hccli.bench import op as bench
+from hccli.bench.requests import SiteBenchRequest
 from hccli.bench.site_host import HC, PEER, time_site_host
 from hccli.base.limits import MAX_BENCH_REPS, MAX_BENCH_WARMUP, MAX_SITE_BENCH_BYTES
-from hccli.base.vocab import DEFAULT_HC_EPS, DEFAULT_NORM_EPS, DEFAULT_SINKHORN_ITERS
 
 SITE_OPS = ("site-pre", "site-write")
 SITE_TOKENS = (1, 16, 128, 1024, 8192, 65536)
@@ -125,10 +125,10 @@ def _equal(a: Any, b: Any) -> bool:
 class _Case:
     """One token count's inputs (several sets for rotation) and the float64 oracle on set 0."""
 
-    def __init__(self, torch: Any, op: str, n: int, dim: int, dtype: Any, dev: str, g: Any, nsets: int,
-                 iters: int, eps: float, norm_eps: float) -> None:
+    def __init__(self, torch: Any, req: SiteBenchRequest, n: int, dtype: Any, dev: str, g: Any, nsets: int) -> None:
         from hccli.kernels.torch_ref import hc_split_sinkhorn_torch
 
+        op, dim, iters, eps = req.op, req.dim, req.sinkhorn_iters, req.eps
         self.sets = []
         w = (2 + HC) * HC
         self.scale = (torch.rand(3, device=dev, generator=g) * 1.9 + 0.1).contiguous()
@@ -145,7 +145,7 @@ class _Case:
                 _, post, comb = hc_split_sinkhorn_torch(torch.randn(n, w, device=dev, generator=g), self.scale,
                                                         self.base, HC, iters, eps)
                 self.sets.append((f, res, post.contiguous(), comb.contiguous()))
-        self.oracle = self._oracle(torch, op, iters, eps, norm_eps)
+        self.oracle = self._oracle(torch, op, iters, eps, req.norm_eps)
 
     def _oracle(self, torch: Any, op: str, iters: int, eps: float, norm_eps: float) -> dict[str, Any]:
         from hccli.kernels.site_eager import site_pre_eager, site_write_eager
@@ -186,12 +186,13 @@ class _Case:
         return _worst(found)
 
 
-def _pre_impls(torch: Any, dev: str, names: tuple[str, ...], dim: int, stream: str, iters: int, eps: float,
-               norm_eps: float, skipped: dict[str, str], peer: Any) -> list[tuple[str, str, Callable[..., Any]]]:
-    """(impl, collapse, make(case) -> (call(i), outputs on set 0 as {name: tensor}))."""
+def _pre_impls(torch: Any, dev: str, req: SiteBenchRequest, skipped: dict[str, str],
+               peer: Any) -> list[tuple[str, str, Callable[..., Any]]]:
+    """(impl, collapse, make(case) -> (call(i), outputs on set 0 as {name: tensor})) for req.impls."""
     from hccli.kernels.registry import resolve_impl
     from hccli.kernels.site_eager import SitePre, site_pre_eager
 
+    names, dim, stream, iters, eps, norm_eps = req.impls, req.dim, req.stream, req.sinkhorn_iters, req.eps, req.norm_eps
     split = resolve_impl("auto", dev, HC)
     impls: list[tuple[str, str, Callable[..., Any]]] = []
     for collapse in ("own", "delayed"):
@@ -290,17 +291,15 @@ def _identical(torch: Any, op: str, impl: str, collapse: str, got: dict[str, Any
     return flags
 
 
-def run_site_bench(op: str, tokens: tuple[int, ...] | None = None, impls: tuple[str, ...] | None = None, *,
-                   dim: int = 5120, stream: str = "bfloat16", sinkhorn_iters: int = DEFAULT_SINKHORN_ITERS,
-                   eps: float = DEFAULT_HC_EPS, norm_eps: float = DEFAULT_NORM_EPS, reps: int = 15,
-                   warmup: int = 3, seed: int = 0, host: bool = False, device: str | None = None,
+def run_site_bench(request: SiteBenchRequest,
                    progress: Callable[[int, int, str], None] | None = None) -> SiteBenchResult:
     """Time the site op on a CUDA GPU (default the first); HcError without one."""
     from hccli.kernels.registry import import_torch, normalise_device
 
+    op, reps, warmup = request.op, request.reps, request.warmup
     if op not in SITE_OPS:
         raise HcError(f"site op {op!r} is unknown; expected one of {', '.join(SITE_OPS)}")
-    names = impls or impl_names(op)
+    names = request.impls or impl_names(op)
     for name in names:
         if name not in impl_names(op):
             raise HcError(f"implementation {name!r} is unknown to hc bench --op {op}; expected some of "
@@ -309,7 +308,7 @@ def run_site_bench(op: str, tokens: tuple[int, ...] | None = None, impls: tuple[
         raise HcError(f"reps {reps} / warmup {warmup}: expected reps 1 to {MAX_BENCH_REPS:,} and warmup 0 to "
                       f"{MAX_BENCH_WARMUP:,}")
     torch = import_torch()
-    dev = normalise_device(torch, device)
+    dev = normalise_device(torch, request.device)
     if dev == "cpu" or not torch.cuda.is_available():
         raise HcError(f"hc bench --op {op} times GPU kernels, and " +
                       ("device cpu was asked for" if dev == "cpu" else "torch sees no CUDA device here"))
@@ -317,12 +316,15 @@ def run_site_bench(op: str, tokens: tuple[int, ...] | None = None, impls: tuple[
     from hccli.kernels.site_pre import stream_name
     from hccli.kernels.site_tl import check_site
 
-    dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}.get(stream)
+    dim = request.dim
+    dtype = {"bfloat16": torch.bfloat16, "float32": torch.float32}.get(request.stream)
     if dtype is None:
-        raise HcError(f"stream dtype {stream!r}: expected bfloat16 or float32")
+        raise HcError(f"stream dtype {request.stream!r}: expected bfloat16 or float32")
     stream = stream_name(torch, dtype)
     check_site(HC, dim, stream)
-    tokens = tuple(tokens or SITE_TOKENS)
+    tokens = tuple(request.tokens or SITE_TOKENS)
+    # the request as run: every default filled in, what the helpers below read
+    req = replace(request, tokens=tokens, impls=tuple(names), stream=stream)
     elem = dtype.itemsize
     for n in tokens:
         if n < 1 or n * (HC + 1) * dim * elem > MAX_SITE_BENCH_BYTES:
@@ -333,18 +335,18 @@ def run_site_bench(op: str, tokens: tuple[int, ...] | None = None, impls: tuple[
     peer, why = tilekernels() if PEER in names else (None, None)
     if why:
         skipped[PEER] = why
-    impl_list = (_pre_impls(torch, dev, names, dim, stream, sinkhorn_iters, eps, norm_eps, skipped, peer)
-                 if op == "site-pre" else _write_impls(torch, names, skipped, peer, stream))
+    impl_list = (_pre_impls(torch, dev, req, skipped, peer)
+                 if op == "site-pre" else _write_impls(torch, req.impls, skipped, peer, stream))
     bpt = bytes_per_token(op, dim, elem)
     samples = bench.timer(torch, True)
     copy_gbps = bench.copy_bandwidth(torch, dev, 1 << 30)
-    g = torch.Generator(device=dev).manual_seed(seed % (1 << 64))  # any seed: torch takes 64 bits
+    g = torch.Generator(device=dev).manual_seed(req.seed % (1 << 64))  # any seed: torch takes 64 bits
     rows: list[SiteBenchRow] = []
     total, done = len(tokens) * len(impl_list), 0
     with torch.no_grad():
         for n in tokens:
             nsets = max(1, min(8, math.ceil(bench.ROTATE_BYTES / (n * bpt))))
-            case = _Case(torch, op, n, dim, dtype, dev, g, nsets, sinkhorn_iters, eps, norm_eps)
+            case = _Case(torch, req, n, dtype, dev, g, nsets)
             eager_ms: dict[str, float] = {}
             for impl, collapse, make in impl_list:
                 if progress:
@@ -358,7 +360,7 @@ def run_site_bench(op: str, tokens: tuple[int, ...] | None = None, impls: tuple[
                 errs = {k: _err(v, oracle[k]) for k, v in got.items()}
                 name = "collapsed" if op == "site-pre" else "out"
                 ulps = {name: case.stream_roundings(torch, op, got, collapse)}
-                flags = _identical(torch, op, impl, collapse, got, case, sinkhorn_iters, eps)
+                flags = _identical(torch, op, impl, collapse, got, case, req.sinkhorn_iters, req.eps)
                 est = statistics.median(samples(call, 1, 3))
                 calls = max(1, min(1000, int(bench.SAMPLE_MS / max(est, 1e-4))))
                 times = samples(call, calls, reps)
@@ -375,10 +377,10 @@ def run_site_bench(op: str, tokens: tuple[int, ...] | None = None, impls: tuple[
     if progress:
         progress(total, total, "done")
     host_rows: tuple[Any, ...] = ()
-    if host:
-        host_rows = time_site_host(torch, dev, op, dim, dtype, stream, sinkhorn_iters, eps, norm_eps, rows, reps, peer)
+    if req.host:
+        host_rows = time_site_host(torch, dev, req, dtype, rows, peer)
     statistic = (f"median over {reps} samples of the per-call time of back-to-back calls as people call each "
                  f"(CUDA events), after {max(1, warmup)} warm-up calls; inputs rotated over sets of >= "
                  f"{bench.ROTATE_BYTES >> 20} MiB in all; errors against the float64 chain on the first set")
-    return SiteBenchResult(op, bench.machine(torch, dev), HC, dim, stream, sinkhorn_iters, float(eps), float(norm_eps),
-                           bpt, copy_gbps, statistic, tuple(rows), skipped, host_rows)
+    return SiteBenchResult(op, bench.machine(torch, dev), HC, dim, stream, req.sinkhorn_iters, float(req.eps),
+                           float(req.norm_eps), bpt, copy_gbps, statistic, tuple(rows), skipped, host_rows)

@@ -1,6 +1,6 @@
 """`hc bench --op site-pre|site-write --host`: the host time of one eager call at small token counts. No printing.
 
-Per implementation and n (bench_host.py's method and HostRow):
+Per implementation and n (bench/host.py's method and HostRow):
 - raw: our compiled tilelang kernels called directly with every buffer given
   (tilelang's own launch path, the projection, finish and, for the own-site
   collapse, collapse launches in a row; nothing of ours in between);
@@ -13,18 +13,20 @@ from __future__ import annotations
 from typing import Any
 
 from hccli.bench.host import CALLS, HostRow, host_us
+from hccli.bench.requests import SiteBenchRequest
 
 HC = 4  # the site kernels' stream count
 HOST_TOKENS = (1, 16, 128)
 PEER = "tilekernels"  # DeepSeek's TileKernels, where it imports
 
 
-def _pre_rows(torch: Any, dev: str, n: int, dim: int, dtype: Any, stream: str, iters: int, eps: float, norm_eps: float,
-              gpu_ms: dict, reps: int, peer: Any) -> list[HostRow]:
+def _pre_rows(torch: Any, dev: str, req: SiteBenchRequest, n: int, dtype: Any, gpu_ms: dict,
+              peer: Any) -> list[HostRow]:
     from hccli.kernels import site_pre as P
     from hccli.kernels.registry import resolve_impl
     from hccli.kernels.site_eager import SitePre, site_pre_eager
 
+    dim, stream, iters, eps, norm_eps, reps = req.dim, req.stream, req.sinkhorn_iters, req.eps, req.norm_eps, req.reps
     w = (2 + HC) * HC
     x = torch.randn(n, HC, dim, device=dev).to(dtype)
     fn = torch.randn(w, HC * dim, device=dev) / (HC * dim) ** 0.5
@@ -91,11 +93,12 @@ def _pre_rows(torch: Any, dev: str, n: int, dim: int, dtype: Any, stream: str, i
     return rows
 
 
-def _write_rows(torch: Any, dev: str, n: int, dim: int, dtype: Any, stream: str, gpu_ms: dict, reps: int,
+def _write_rows(torch: Any, dev: str, req: SiteBenchRequest, n: int, dtype: Any, gpu_ms: dict,
                 peer: Any) -> list[HostRow]:
     from hccli.kernels import site_write as Wr
     from hccli.kernels.site_eager import site_write_eager
 
+    dim, stream, reps = req.dim, req.stream, req.reps
     f = torch.randn(n, dim, device=dev).to(dtype)
     res = torch.randn(n, HC, dim, device=dev).to(dtype)
     post = torch.rand(n, HC, device=dev) * 2
@@ -119,14 +122,15 @@ def _write_rows(torch: Any, dev: str, n: int, dim: int, dtype: Any, stream: str,
     return rows
 
 
-def time_site_host(torch: Any, dev: str, op: str, dim: int, dtype: Any, stream: str, iters: int, eps: float, norm_eps: float,
-                   gpu_rows: list[Any], reps: int, peer: Any) -> tuple[HostRow, ...]:
+def time_site_host(torch: Any, dev: str, req: SiteBenchRequest, dtype: Any, gpu_rows: list[Any],
+                   peer: Any) -> tuple[HostRow, ...]:
+    """req as run (bench/site.py fills in its defaults and the stream's torch name); dtype the streams'."""
     gpu_ms = {(r.impl, r.collapse, r.tokens): r.ms for r in gpu_rows}
     rows: list[HostRow] = []
     with torch.no_grad():
         for n in HOST_TOKENS:
-            if op == "site-pre":
-                rows += _pre_rows(torch, dev, n, dim, dtype, stream, iters, eps, norm_eps, gpu_ms, reps, peer)
+            if req.op == "site-pre":
+                rows += _pre_rows(torch, dev, req, n, dtype, gpu_ms, peer)
             else:
-                rows += _write_rows(torch, dev, n, dim, dtype, stream, gpu_ms, reps, peer)
+                rows += _write_rows(torch, dev, req, n, dtype, gpu_ms, peer)
     return tuple(rows)

@@ -66,7 +66,7 @@ def detect(shards: list[Shard], names: list[str], raw_config: dict | None, quant
 
 
 def second_spellings(ckpt: Checkpoint) -> list[tuple[str, str, str]]:
-    """dialect_spellings.second_spellings of the checkpoint's names in its dialect: pairs of names that
+    """names/spellings.py's second_spellings of the checkpoint's names in its dialect: pairs of names that
     spell one tensor, which verify reports and diff refuses to compare."""
     from hccli.names.spellings import second_spellings as spellings
 

@@ -1,5 +1,5 @@
 """Where a checkpoint's files live: the local store, and the store for what the user named (a
-local path, or a hub repository: remote.py). The protocol both follow is store_protocol.py."""
+local path, or a hub repository: remote/hub.py). The protocol both follow is store_protocol.py."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Everything above the store (the shard set, verification, HC values, inspect) ask
 same few things: which files there are, the bytes of a range of one, a small file whole (with a
 cap), a name to show, and how many reads may run at once. A single file or a GGUF fits the same
 protocol (a store of one file); no caller asks "is it remote?". store.py has the local store and
-picks the store for what the user named; remote.py the hub's.
+picks the store for what the user named; remote/hub.py the hub's.
 """
 
 from __future__ import annotations

@@ -27,8 +27,8 @@ from hccli.names import dialects as D
 from hccli.base.bounded import one_line
 from hccli.model.config.model import ConfigUnusable
 from hccli.diffing.effect import Effect, sample_hidden, sample_tokens, site_effects
-from hccli.diffing.select import (Advance, Meter, Selection, check_selection, hc_bytes, no_advance, numbering,
-                               shared_others, site_groups)
+from hccli.diffing.select import (Advance, DiffRequest, Meter, Selection,
+                                  check_selection, hc_bytes, no_advance, numbering, shared_others, site_groups)
 from hccli.base.errors import HcError
 from hccli.checkpoint.view import HcTensor, HcView, OtherTensor, component_of, read_both
 from hccli.model.inventory_types import COMPONENTS
@@ -36,8 +36,6 @@ from hccli.model.shape import differences
 from hccli.ops.compare import gaps, same_bits
 from hccli.base.vocab import HC_PARTS, SITE_ORDER
 
-SAMPLE_TOKENS = 16
-SAMPLE_SEED = 0
 
 # Statuses, worst first. A tensor the side's dialect cannot hold is not a defect.
 MISSING_A, MISSING_B, TRANSPOSED, SHAPE = "only_in_b", "only_in_a", "transposed", "shape"
@@ -343,12 +341,10 @@ def compare_values(a: HcView, b: HcView, *, atol: float, rtol: float, advance: A
     return tuple(out)
 
 
-def build_diff(a: HcView, b: HcView, *, atol: float = 0.0, rtol: float = 0.0, tokens: int = SAMPLE_TOKENS,
-               seed: int = SAMPLE_SEED, values_all: bool = False,
-               progress: Callable[[int, int, str], None] | None = None,
-               layers: frozenset[int] | None = None, sites: frozenset[str] | None = None) -> DiffReport:
-    """layers and sites (None: all) limit the HC comparison and the values compared; the
-    inventory is always of the whole checkpoints."""
+def build_diff(a: HcView, b: HcView, request: DiffRequest = DiffRequest(), *,
+               progress: Callable[[int, int, str], None] | None = None) -> DiffReport:
+    """A (the reference) and B compared as request asks."""
+    atol, rtol, tokens, seed, sites = request.atol, request.rtol, request.tokens, request.seed, request.sites
     for v, side in ((a, "A"), (b, "B")):
         if not v.hc:
             raise HcError(f"{v.label}: no hyper-connection tensors found (dialect {v.dialect.dialect}); "
@@ -364,20 +360,20 @@ def build_diff(a: HcView, b: HcView, *, atol: float = 0.0, rtol: float = 0.0, to
         raise HcError(why)
     if atol < 0 or rtol < 0 or atol != atol or rtol != rtol:
         raise HcError(f"--atol {atol} / --rtol {rtol}: expected non-negative numbers")
-    selection = Selection(layers, sites)
+    selection = Selection(request.layers, sites)
     n_layers, n_stages = numbering(a, b)
     head_mix = any(not t.hc.kind for v in (a, b) for t in v.hc.values())
     check_selection(selection, n_layers, n_stages, head_mix, "A and B")
     tokens, sampled = sample_tokens(tokens, a.model.hc_mult or b.model.hc_mult, a.model.dim or b.model.dim)
     total = sum(hc_bytes(a, b, names) for names in site_groups(a, b, selection).values())
-    total += sum(x.nbytes + y.nbytes for x, y in shared_others(a, b, selection)) if values_all else 0
+    total += sum(x.nbytes + y.nbytes for x, y in shared_others(a, b, selection)) if request.values_all else 0
     advance = Meter(total, progress) if progress else no_advance
     rows = compare_hc(a, b, atol=atol, rtol=rtol, tokens=tokens, seed=seed, advance=advance, selection=selection)
     if not rows:
         why = " (this family has no head mix)" if sites and "head" in sites and not head_mix else ""
         raise HcError(f"{selection.describe()}: A and B hold no hyper-connection tensor there to compare{why}")
     values = compare_values(a, b, atol=atol, rtol=rtol, advance=advance, selection=selection) \
-        if values_all else None
+        if request.values_all else None
     differ = {r.name for r in rows if r.status == DIFFERS} | {v.name for v in values or () if v.status == DIFFERS}
     only_a, only_b, changed, comps = compare_inventory(a, b, differ)
     model = {"hc_mult": a.model.hc_mult or b.model.hc_mult, "n_layers": a.model.n_layers or b.model.n_layers,

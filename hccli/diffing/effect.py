@@ -1,7 +1,7 @@
 """`hc diff`'s effect downstream: what a site's tensors do to the pre/post weights and comb
 matrix, from the base alone (mixes = 0) and from seeded sample hidden states sent through
 each side's whole site (the fn projection with RMS scaling, then ops/split_np.py's op).
-The sample is bounded: [tokens, hc, dim] holds at most kernels/limits.MAX_ELEMENTS values,
+The sample is bounded: [tokens, hc, dim] holds at most base/limits.py's MAX_ELEMENTS values,
 whatever a config or a GGUF's metadata says the model's width is. Nothing here prints.
 """
 
@@ -51,7 +51,7 @@ def sample_tokens(tokens: int, hc: int | None, dim: int | None) -> tuple[int, st
     if fit == tokens or not (hc and dim):
         return tokens, ""
     return fit, (f"{tokens} sample tokens x hc_mult {hc:,} x dim {dim:,}: expected at most {MAX_ELEMENTS:,} values "
-                 f"(kernels/limits.MAX_ELEMENTS) and a positive hc_mult and dim; "
+                 f"(base/limits.py's MAX_ELEMENTS) and a positive hc_mult and dim; "
                  + (f"{fit} sent" if fit else "none sent (effects from the base alone)"))
 
 

@@ -121,3 +121,22 @@ class Meter:
     def __call__(self, n: int, what: str) -> None:
         self.done += n
         self.progress(min(self.done, self.total), self.total, what)
+
+
+# sample hidden states diff sends through each side's site
+SAMPLE_TOKENS = 16
+SAMPLE_SEED = 0
+
+
+@dataclass(frozen=True)
+class DiffRequest:
+    """What `hc diff` is asked beside the two sides. layers and sites (None: all) limit the HC
+    comparison and the values compared; the inventory is always of the whole checkpoints."""
+
+    atol: float = 0.0
+    rtol: float = 0.0
+    tokens: int = SAMPLE_TOKENS  # sample hidden states sent through each side's site
+    seed: int = SAMPLE_SEED
+    values_all: bool = False  # every shared tensor's values too, not only the HC ones
+    layers: frozenset[int] | None = None
+    sites: frozenset[str] | None = None

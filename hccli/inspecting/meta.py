@@ -68,7 +68,7 @@ def _entry(key: str, v: Any) -> MetadataEntry:
 
 
 def _of_shard(s: Shard) -> tuple[str, list[tuple[str, Any]]]:
-    kv = getattr(s.header, "kv", None)  # a GGUF header (gguf_store.GgufHeader)
+    kv = getattr(s.header, "kv", None)  # a GGUF header (checkpoint/gguf/store.py's GgufHeader)
     if kv is not None:
         return "gguf", list(kv.items())
     return "safetensors", list((s.header.metadata or {}).items())

@@ -162,23 +162,28 @@ def _head_mix(ckpt: Checkpoint) -> bool:
     return any(s.site == "head" and not s.is_stage for s in ckpt.hc_sites)
 
 
-def build_inspect(
-    path: str | Path,
-    *,
-    config: str | Path | None = None,
-    name_glob: str | None = None,
-    layers: Collection[int] | None = None,
-    dtype: str | None = None,
-    list_tensors: bool = False,
-    run_verify: bool = False,
-    metadata: bool = False,
-    hc_layers: Collection[int] | None = None,
-    progress: Callable[[int, int], None] | None = None,
-) -> InspectReport:
-    """`layers` selects tensors to list and `hc_layers` HC sites to read, by layer number
-    (stages after the backbone, the root head mix last); `dtype` as headers spell it; `metadata`:
-    each file's own metadata too (--stats: `with_stats` on the report)."""
-    ckpt = open_checkpoint(path, config=config, progress=progress)
+@dataclass(frozen=True)
+class InspectRequest:
+    """What `hc inspect` is asked beside the checkpoint: `layers` selects tensors to list and
+    `hc_layers` HC sites to read, by layer number (stages after the backbone, the root head mix
+    last); `dtype` as headers spell it; `metadata`: each file's own metadata too (--stats:
+    `with_stats` on the report)."""
+
+    config: str | Path | None = None
+    name_glob: str | None = None
+    layers: Collection[int] | None = None
+    dtype: str | None = None
+    list_tensors: bool = False
+    run_verify: bool = False
+    metadata: bool = False
+    hc_layers: Collection[int] | None = None
+
+
+def build_inspect(path: str | Path, request: InspectRequest = InspectRequest(), *,
+                  progress: Callable[[int, int], None] | None = None) -> InspectReport:
+    """The report on the checkpoint at path (a local path or a hub name), as request selects."""
+    layers, hc_layers = request.layers, request.hc_layers
+    ckpt = open_checkpoint(path, config=request.config, progress=progress)
     n_layers, n_stages = ckpt.n_layers, ckpt.n_stages
     if layers is not None or hc_layers is not None:
         from hccli.model.layers import check_layer_range  # (the layer plan's module: loaded for a selection only)
@@ -193,15 +198,15 @@ def build_inspect(
     dtypes = {d: DtypeTotal(*v) for d, v in per_dtype.items()}
     stored = sum(d.bytes for d in dtypes.values())
     rows = None
-    if name_glob or layers is not None or dtype or list_tensors:
+    if request.name_glob or layers is not None or request.dtype or request.list_tensors:
         tensors = ckpt.tensors()
         rows = []
         dialect = ckpt.dialect.dialect
         canonical = (lambda n: n) if dialect == "release" else (lambda n: canonical_name(n, dialect) or n)
         for name, (shard, t) in tensors.items():
-            if name_glob and not fnmatch.fnmatchcase(name, name_glob):
+            if request.name_glob and not fnmatch.fnmatchcase(name, request.name_glob):
                 continue
-            if dtype and t.dtype != dtype:
+            if request.dtype and t.dtype != request.dtype:
                 continue
             if layers is not None and _layer_of(canonical(name), n_layers) not in layers:
                 continue
@@ -223,14 +228,14 @@ def build_inspect(
                           f"this checkpoint has {where}")
     entries, notes = read_hc_entries(ckpt, sites)
     findings = None
-    if run_verify:
+    if request.run_verify:
         from hccli.checkpoint.verify.checks import verify
 
         findings = verify(ckpt)
     else:  # (--verify words these as findings; unreadable parts the command warns of itself, missing ones damage)
         notes = split_set_problems(ckpt, unreadable=False, missing=False) + notes
     meta = None
-    if metadata:
+    if request.metadata:
         from hccli.inspecting.meta import file_metadata
 
         meta = file_metadata(ckpt)

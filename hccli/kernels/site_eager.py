@@ -58,6 +58,7 @@ def collapse_eager(x: Any, pre_mix: Any) -> Any:
     return _left_sum(pre_mix[..., i:i + 1] * x[..., i, :].to(dt) for i in range(x.shape[-2])).to(x.dtype)
 
 
+# The published site's arguments in its order, as site_pre takes them (tests/test_signatures.py allows it).
 def site_pre_eager(x: Any, fn: Any, scale: Any, base: Any, *, hc_mult: int = 4,
                    sinkhorn_iters: int = DEFAULT_SINKHORN_ITERS, eps: float = DEFAULT_HC_EPS,
                    norm_eps: float = DEFAULT_NORM_EPS, pre_mix: Any = None,

@@ -246,6 +246,7 @@ def _shapes(n: int, dim: int) -> tuple[tuple[int, ...], ...]:
     return (n, W), (n, HC), (n, HC), (n, HC, HC), (n, dim)
 
 
+# site_pre's own arguments, checked in the order it takes them (tests/test_signatures.py allows it).
 def _checked(torch: Any, x: Any, fn: Any, hc_scale: Any, hc_base: Any, iters: int, eps: float, norm_eps: float,
              pre_mix: Any, out: SitePre | None) -> SitePre:
     from hccli.kernels.torch_ref import check_op_params

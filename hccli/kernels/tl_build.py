@@ -158,6 +158,8 @@ class LaunchArgs:
         return self.outputs
 
 
+# The split kernel's own arguments, checked in its order for every kernel (tests/test_signatures.py
+# allows this and launch_checked).
 def check_launch(what: str, mixes: Any, hc_scale: Any, hc_base: Any, hc_mult: int, sinkhorn_iters: int, eps: float,
                  out: tuple[Any, Any, Any] | None, *, flat_comb: bool, align: bool) -> LaunchArgs:
     """Check and shape a kernel call's arguments; HcError (one line) for anything the kernel cannot take.

@@ -42,6 +42,11 @@ def fp4_shapes(o: int, i: int) -> tuple[tuple[int, int], tuple[int, int]]:
     return (o, i // FP4_PER_BYTE), (o, ceil(i / FP4_BLOCK))
 
 
+def fp4_unpacked(shape: tuple[int, ...]) -> tuple[int, ...]:
+    """The values' shape of a packed fp4 weight stored as `shape` (bytes along the last axis)."""
+    return (*shape[:-1], shape[-1] * FP4_PER_BYTE)
+
+
 @lru_cache(maxsize=4096)  # called per I8 weight of a 100k-tensor header, which holds a few shapes
 def fp4_scale_shape(weight: tuple[int, ...]) -> tuple[int, int] | None:
     """The F8_E8M0 `.scale` shape that makes an I8 `.weight` of this shape packed fp4, or None

@@ -30,6 +30,8 @@ def _pairwise_sum(x: np.ndarray, axis: int) -> np.ndarray:
     return np.squeeze(x, axis=axis)
 
 
+# The published kernel's arguments, then the variants' switches: one flat list, as ports call it
+# (tests/test_signatures.py allows it).
 def split_sinkhorn(mixes: np.ndarray, scale: np.ndarray, base: np.ndarray, hc: int, iters: int, eps: float,
                    dtype=np.float32, *, post_mult: float = 2.0, softmax_eps: bool = True, sum_eps: bool = True,
                    softmax_axis: int = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -15,7 +15,7 @@ from hccli.base.errors import HcError
 from hccli.plot import Drawn, clean_text, new_figure, plot_style, save_figure
 from hccli.plot.values import as_matrix, as_vector
 
-MAX_LAYERS = 256  # the largest family member has ~64; beyond this a figure would be metres tall
+MAX_PLOT_LAYERS = 256  # the largest family member has ~64; beyond this a figure would be metres tall
 COLS = 10  # layers per grid row: a 20-layer group wraps onto two rows
 CELL = 0.62  # inches per heatmap, gap included
 ROLE_COLOURS = {"window": "#7f7f7f", "source": "#d62728", "reindex": "#ff7f0e", "reuse": "#1f77b4",
@@ -83,8 +83,8 @@ class ModelFigureData:
         if not self.sites:
             raise HcError(f"{clean_text(self.label)}: no HC values to plot (no readable hc_*_base/hc_*_scale)")
         n = len({s.layer for s in self.sites})
-        if n > MAX_LAYERS:
-            raise HcError(f"{clean_text(self.label)}: HC values of {n} layers; the plot draws at most {MAX_LAYERS}")
+        if n > MAX_PLOT_LAYERS:
+            raise HcError(f"{clean_text(self.label)}: HC values of {n} layers; the plot draws at most {MAX_PLOT_LAYERS}")
 
 
 def groups_from_plan(plan: Any) -> tuple[GroupRow, ...]:

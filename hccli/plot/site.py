@@ -13,8 +13,6 @@ from hccli.base.errors import HcError
 from hccli.plot import Drawn, clean_text, new_figure, plot_format, plot_style, save_figure
 from hccli.plot.values import MAX_STREAMS
 
-MAX_SITES = 400  # a label per site stops being readable long before this; past it, every k-th
-
 
 @dataclass(frozen=True)
 class SiteFigureData:

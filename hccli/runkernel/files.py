@@ -33,7 +33,7 @@ def check_elements(path: Path, what: str, shape: tuple[int, ...] | list[int], li
     count = math.prod(int(d) for d in shape)
     if count > limit:
         raise HcError(f"{path}: {what} has shape {list(shape)}, {count:,} elements; hc reads at most {limit:,} "
-                      "(limits.MAX_ELEMENTS)")
+                      "(base/limits.py's MAX_ELEMENTS)")
     return count
 
 

@@ -33,9 +33,6 @@ FORMAT = "hc-site-golden/1"
 # Values one golden (or port) file may hold in all: a full-scale V4.1-Flash at 16 tokens, every
 # site, is ~1e8 (fn 2 MB a site); hc refuses more before it reads a byte of them.
 MAX_GOLDEN_VALUES = 1 << 27
-# Values in one tensor of the file: the bound runkernel/files.py reads any tensor under, so that a
-# golden hc writes is one its readers take.
-MAX_TENSOR_VALUES = MAX_ELEMENTS
 # Sinkhorn iterations a golden may hold, written and read: five times the published models' 20.
 # check-port recomputes comb under each iteration count it tries (up to twice the golden's), so
 # this bounds its work; configs may ask for more (model/config/bounds.py), and run without --save.
@@ -90,22 +87,23 @@ def tensor_shapes(family: str, site: str, tokens: int, hc: int, dim: int) -> dic
 
 def check_savable(path, params: SiteParams, refs: Iterable[SiteRef], tokens: int, dim: int) -> None:
     """Refuse, before the run, a golden its readers would refuse: more Sinkhorn iterations than
-    MAX_GOLDEN_ITERS, a tensor past MAX_TENSOR_VALUES, more than MAX_GOLDEN_VALUES in all."""
+    MAX_GOLDEN_ITERS, a tensor past MAX_ELEMENTS (the bound runkernel/files.py reads any tensor
+    under, so that a golden hc writes is one its readers take), more than MAX_GOLDEN_VALUES in all."""
     if params.iters > MAX_GOLDEN_ITERS:
         raise HcError(f"--save {path}: {params.iters:,} Sinkhorn iterations; a golden holds at most "
-                      f"{MAX_GOLDEN_ITERS} (site_golden.MAX_GOLDEN_ITERS; the models use 20): run it without --save")
+                      f"{MAX_GOLDEN_ITERS} (runsite/golden.py's MAX_GOLDEN_ITERS; the models use 20): run it without --save")
     total = 0
     for r in refs:
         for name, shape in tensor_shapes(params.family, r.site, tokens, params.hc_mult, dim).items():
             size = math.prod(shape)
-            if size > MAX_TENSOR_VALUES:
+            if size > MAX_ELEMENTS:
                 raise HcError(f"--save {path}: tensor `{r.key}.{name}` would have shape {list(shape)}, {size:,} "
-                              f"values; hc reads at most {MAX_TENSOR_VALUES:,} a tensor "
-                              "(site_golden.MAX_TENSOR_VALUES): fewer --tokens, or a model with fewer streams")
+                              f"values; hc reads at most {MAX_ELEMENTS:,} a tensor "
+                              "(base/limits.py's MAX_ELEMENTS): fewer --tokens, or a model with fewer streams")
             total += size
     if total > MAX_GOLDEN_VALUES:
         raise HcError(f"--save {path}: {total:,} values to save; hc writes at most {MAX_GOLDEN_VALUES:,} "
-                      "(site_golden.MAX_GOLDEN_VALUES): fewer --tokens or --layers")
+                      "(runsite/golden.py's MAX_GOLDEN_VALUES): fewer --tokens or --layers")
 
 
 # ---- writing ---------------------------------------------------------------------------------
@@ -143,7 +141,7 @@ def write_golden(path: Path, sites: list[ChainSite], params: SiteParams, n_layer
     count = sum(int(a.size) for a in tensors.values())
     if count > MAX_GOLDEN_VALUES:
         raise HcError(f"{path}: {count:,} values to save; hc writes at most {MAX_GOLDEN_VALUES:,} "
-                      "(site_golden.MAX_GOLDEN_VALUES): fewer --tokens or --layers")
+                      "(runsite/golden.py's MAX_GOLDEN_VALUES): fewer --tokens or --layers")
     golden.save(Path(path), tensors, golden_meta(params, [s.ref for s in sites], n_layers, provenance),
                 force=force, protect=protect)
 
@@ -199,7 +197,7 @@ def _header(path: Path):
     count = sum(math.prod(t.shape) for t in header.by_name.values())
     if count > MAX_GOLDEN_VALUES:
         raise HcError(f"{path}: its tensors hold {count:,} values; hc reads at most {MAX_GOLDEN_VALUES:,} "
-                      "(site_golden.MAX_GOLDEN_VALUES)")
+                      "(runsite/golden.py's MAX_GOLDEN_VALUES)")
     return header
 
 
@@ -316,21 +314,32 @@ class GoldenComparison:
         return all(s.beyond_atol == 0 for s in self.steps)
 
 
+@dataclass
+class _StepTally:
+    """One step's figures summed over the sites as they are compared: StepDiff's, but for its name."""
+
+    sites: int = 0
+    elements: int = 0
+    max_abs_diff: float = 0.0
+    differing: int = 0
+    beyond_atol: int = 0
+
+
 def compare_golden(golden: SiteGolden, compute: Callable[[SiteInputs, SiteParams], dict], how: str,
                    atol: float = 0.0) -> GoldenComparison:
     """Re-run every site from the golden's own inputs and compare each step with the stored one."""
     from hccli.runkernel.golden import diff
 
-    acc: dict[str, list] = {}
+    acc: dict[str, _StepTally] = {}
     for gs in golden.sites:
         got = compute(gs.inputs, golden.params)
         for step, want in gs.steps.items():
             d = diff(got[step], want, atol)
-            a = acc.setdefault(step, [0, 0, 0.0, 0, 0])
-            a[0] += 1
-            a[1] += int(want.size)
-            a[2] = max(a[2], d.max_abs_diff)
-            a[3] += d.differing
-            a[4] += d.beyond_atol
-    steps = tuple(StepDiff(s, *acc[s]) for s in STEPS if s in acc)
+            a = acc.setdefault(step, _StepTally())
+            a.sites += 1
+            a.elements += int(want.size)
+            a.max_abs_diff = max(a.max_abs_diff, d.max_abs_diff)
+            a.differing += d.differing
+            a.beyond_atol += d.beyond_atol
+    steps = tuple(StepDiff(s, **vars(acc[s])) for s in STEPS if s in acc)
     return GoldenComparison(golden.path, how, golden.params.family, len(golden.sites), golden.tokens, atol, steps)

@@ -204,7 +204,7 @@ def run_site(model: SiteModel, req: RunRequest, save: Path | None = None,
 
 
 def compare_file(path: Path, impl: str | None = None, device: str | None = None, atol: float = 0.0):
-    """Re-run a golden file's inputs site by site and compare every step (site_golden.compare_golden)."""
+    """Re-run a golden file's inputs site by site and compare every step (runsite/golden.py's compare_golden)."""
     from hccli.runsite.golden import compare_golden, read_golden
 
     golden = read_golden(path)

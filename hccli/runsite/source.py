@@ -1,5 +1,5 @@
 """What `hc run-site` runs: a model's HC sites and their tensors, from a checkpoint in any dialect
-`hc` reads (through hc_view.open_view: the opener and HC value readers `hc diff` uses), or
+`hc` reads (through checkpoint/view.py's open_view: the opener and HC value readers `hc diff` uses), or
 from a config.json with sample values (synth.hc_values, as `hc make-checkpoint` writes them).
 Also the streams and sub-layer outputs a run starts from. Nothing here prints.
 """
@@ -21,10 +21,9 @@ from hccli.base.limits import MAX_ELEMENTS
 from hccli.ops.site import FAMILY_NORM_EPS, SiteParams, SiteRef, cast, plan_sites, sample_sublayer, token_rms
 from hccli.base.vocab import hc_tensor_name, mix_width
 
-# Values in one streams array (tokens x hc x dim), one mixes (tokens x (2+hc)*hc) and one fn:
-# 4M float32 (16 MB), 204 tokens of V4.1-Flash; the run holds a few such arrays at a time. The
-# kernel readers' bound (runkernel/files.py), so every array of a run reads back from its golden.
-MAX_STREAM_VALUES = MAX_ELEMENTS
+# One streams array (tokens x hc x dim), one mixes (tokens x (2+hc)*hc) and one fn each hold at
+# most MAX_ELEMENTS values: the kernel readers' bound (runkernel/files.py), so every array of a run
+# reads back from its golden; the run holds a few such arrays at a time.
 
 
 @dataclass(frozen=True)
@@ -169,7 +168,7 @@ def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
         out = []
         for part in ("fn", "base", "scale"):
             t = view.hc[hc_tensor_name(ref.owner, ref.site, part)]
-            out.append(t.read(MAX_STREAM_VALUES))
+            out.append(t.read(MAX_ELEMENTS))
         return tuple(out)
 
     params = SiteParams(family, hc, view.iters, view.eps, norm_eps)
@@ -180,7 +179,7 @@ def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
 
 
 def _gguf_says_norm_eps(source: str) -> bool:
-    """Whether a GGUF's metadata holds the RMS statistic's eps (else hc_view took a default)."""
+    """Whether a GGUF's metadata holds the RMS statistic's eps (else checkpoint/view.py took a default)."""
     from hccli.checkpoint.hc import gguf_settings
     from hccli.checkpoint.opening import open_checkpoint
 
@@ -190,22 +189,22 @@ def _gguf_says_norm_eps(source: str) -> bool:
 # ---- what a run starts from -------------------------------------------------------------------
 
 def check_fn(label: str, hc: int, dim: int) -> None:
-    """A site's fn [(2+hc)*hc, hc*dim] within MAX_STREAM_VALUES, before any is read or made."""
+    """A site's fn [(2+hc)*hc, hc*dim] within MAX_ELEMENTS, before any is read or made."""
     rows, cols = mix_width(hc), hc * dim
-    if rows * cols > MAX_STREAM_VALUES:
+    if rows * cols > MAX_ELEMENTS:
         raise HcError(f"{label}: hc_mult {hc}, dim {dim:,}: each site's fn is [{rows:,}, {cols:,}], "
-                      f"{rows * cols:,} values; hc runs at most {MAX_STREAM_VALUES:,} "
-                      "(site_source.MAX_STREAM_VALUES)")
+                      f"{rows * cols:,} values; hc runs at most {MAX_ELEMENTS:,} "
+                      "(base/limits.py's MAX_ELEMENTS)")
 
 
 def check_tokens(tokens: int, hc: int, dim: int) -> None:
-    """The streams [tokens, hc, dim] and mixes [tokens, (2+hc)*hc] within MAX_STREAM_VALUES."""
+    """The streams [tokens, hc, dim] and mixes [tokens, (2+hc)*hc] within MAX_ELEMENTS."""
     width = max(hc * dim, mix_width(hc))
-    if tokens * width > MAX_STREAM_VALUES:
+    if tokens * width > MAX_ELEMENTS:
         what = f"{hc} streams x {dim:,}" if width == hc * dim else f"{width:,} mixes"
         raise HcError(f"{tokens:,} tokens x {what}: {tokens * width:,} values; hc runs at most "
-                      f"{MAX_STREAM_VALUES:,} (site_source.MAX_STREAM_VALUES): at most "
-                      f"{MAX_STREAM_VALUES // width:,} tokens for this model")
+                      f"{MAX_ELEMENTS:,} (base/limits.py's MAX_ELEMENTS): at most "
+                      f"{MAX_ELEMENTS // width:,} tokens for this model")
 
 
 def read_streams(path: Path, hc: int, dim: int) -> tuple[np.ndarray, str, str]:

@@ -7,6 +7,7 @@ torch = pytest.importorskip("torch")
 
 from hccli.base.errors import HcError  # noqa: E402
 from hccli.bench import op as bench  # noqa: E402
+from hccli.bench.requests import BenchRequest  # noqa: E402
 from hccli.base.limits import (MAX_BENCH_POINTS, MAX_BENCH_REPS, MAX_BENCH_WARMUP,  # noqa: E402
                                   MAX_CPU_BENCH_BYTES, MAX_CPU_BENCH_WORK)
 
@@ -76,12 +77,12 @@ def test_the_defaults_pass_on_either_device():
 def test_the_core_refuses_what_the_options_refuse():
     for reps, warmup in ((MAX_BENCH_REPS + 1, 3), (15, MAX_BENCH_WARMUP + 1), (0, 3), (15, -1)):
         with pytest.raises(HcError, match=f"reps {reps} / warmup {warmup}: expected reps 1 to"):
-            bench.run_bench((1,), ("torch",), device="cpu", reps=reps, warmup=warmup)
+            bench.run_bench(BenchRequest((1,), ("torch",), device="cpu", reps=reps, warmup=warmup))
 
 
 def test_progress_is_told_each_sample():
     seen = []
-    bench.run_bench((8, 16), ("torch",), device="cpu", sinkhorn_iters=2, reps=3, warmup=0,
+    bench.run_bench(BenchRequest((8, 16), ("torch",), device="cpu", sinkhorn_iters=2, reps=3, warmup=0),
                     progress=lambda done, total, what: seen.append((done, total, what)))
     samples = [what for _, _, what in seen if "sample" in what]
     assert samples == [f"torch n={n} sample {k}/3" for n in (8, 16) for k in (1, 2, 3)]

@@ -123,7 +123,8 @@ def test_progress_counts_bytes_up_to_the_total(pair, monkeypatch, values_all):
     a, b = pair
     ticks = []
     with open_view(a) as va, open_view(b) as vb:
-        DF.build_diff(va, vb, values_all=values_all, progress=lambda done, total, what="": ticks.append((done, total)))
+        DF.build_diff(va, vb, DF.DiffRequest(values_all=values_all),
+                      progress=lambda done, total, what="": ticks.append((done, total)))
     hc_bytes = sum(len(raw) for n, (_, _, raw) in all_tensors(a).items() if ".hc_" in n or n.startswith("hc_"))
     total = 2 * (sum(len(raw) for _, _, raw in all_tensors(a).values()) if values_all else hc_bytes)
     assert {t for _, t in ticks} == {total}

@@ -217,9 +217,9 @@ def test_unknown_dtype_is_a_usage_error(tiny_ckpt):
 def test_json_is_the_typed_rows_field_by_field(tiny_ckpt):
     from hccli.cli.output import to_jsonable
     from hccli.inspecting.hc import HcSplitEntry
-    from hccli.inspecting.report import build_inspect
+    from hccli.inspecting.report import InspectRequest, build_inspect
 
-    report = build_inspect(tiny_ckpt, name_glob="*.hc_attn_base")
+    report = build_inspect(tiny_ckpt, InspectRequest(name_glob="*.hc_attn_base"))
     doc = run_hc("inspect", tiny_ckpt, "--name", "*.hc_attn_base", "--json").json()
     assert to_jsonable(report.document()) == doc
     assert list(doc)[-1] == "tensor_list" and "tensor_list" not in run_hc("inspect", tiny_ckpt, "--json").json()

@@ -170,15 +170,15 @@ def test_site_values_validated(tiny_inspect, mutate, key):
 
 
 def test_model_nothing_or_too_much_to_draw(tiny_inspect):
-    from hccli.plot.model import MAX_LAYERS, ModelFigureData, SiteValues
+    from hccli.plot.model import MAX_PLOT_LAYERS, ModelFigureData, SiteValues
 
     with pytest.raises(HcError, match="no HC values"):
         ModelFigureData("ck", None, None, ())
     one = SiteValues.from_json(tiny_inspect[1]["hc"][0])
-    many = tuple(SiteValues(i, "attn", False, one.scale, one.pre, one.post, one.comb) for i in range(MAX_LAYERS + 1))
-    with pytest.raises(HcError, match=f"at most {MAX_LAYERS}"):
+    many = tuple(SiteValues(i, "attn", False, one.scale, one.pre, one.post, one.comb) for i in range(MAX_PLOT_LAYERS + 1))
+    with pytest.raises(HcError, match=f"at most {MAX_PLOT_LAYERS}"):
         ModelFigureData("ck", None, None, many)
-    ModelFigureData("ck", None, None, many[:MAX_LAYERS])
+    ModelFigureData("ck", None, None, many[:MAX_PLOT_LAYERS])
 
 
 # --- the kernel figure (run-kernel) ---

@@ -12,7 +12,8 @@ from diff_fixtures import hc_values, write_gguf
 from safetensors.numpy import load_file, save_file
 from site_fixtures import make_golden
 
-from hccli.runsite import golden as site_golden, source as site_source
+from hccli.base.limits import MAX_ELEMENTS
+from hccli.runsite import golden as site_golden
 from hccli.base.floats import bf16_bits
 from hccli.checkpoint.synth import make_checkpoint
 
@@ -183,9 +184,9 @@ def test_save_is_refused_before_any_work(hc, ckpts, tmp_path):
 
 def test_bounds(hc, ckpts, tmp_path, monkeypatch):
     src = ckpts / "tiny-v4.1"
-    most = site_source.MAX_STREAM_VALUES // (4 * 64)
+    most = MAX_ELEMENTS // (4 * 64)
     r = hc("run-site", str(src), "--tokens", str(most + 1))
-    assert r.exit_code == 2 and f"at most {most:,} tokens" in r.stderr and "MAX_STREAM_VALUES" in r.stderr
+    assert r.exit_code == 2 and f"at most {most:,} tokens" in r.stderr and "MAX_ELEMENTS" in r.stderr
     monkeypatch.setattr(site_golden, "MAX_GOLDEN_VALUES", 10_000)
     r = hc("run-site", str(src), "--save", str(tmp_path / "big.safetensors"))
     assert r.exit_code == 2 and "MAX_GOLDEN_VALUES" in r.stderr and not (tmp_path / "big.safetensors").exists()

@@ -137,10 +137,10 @@ def test_the_save_size_is_the_readers_to_the_value(hc, tmp_path, monkeypatch):
     from hccli.runsite import golden as site_golden
 
     src = _config(tmp_path)
-    monkeypatch.setattr(site_golden, "MAX_TENSOR_VALUES", 2 * 4 * 64 - 1)  # one value short of streams_in
+    monkeypatch.setattr(site_golden, "MAX_ELEMENTS", 2 * 4 * 64 - 1)  # one value short of streams_in
     r = hc("run-site", str(src), "--tokens", "2", "--layers", "0", "--save", str(tmp_path / "g.safetensors"))
     assert r.exit_code == 2 and "tensor `0.attn.streams_in` would have shape [2, 4, 64], 512 values" in r.stderr
-    monkeypatch.setattr(site_golden, "MAX_TENSOR_VALUES", 4224 * 4096)
+    monkeypatch.setattr(site_golden, "MAX_ELEMENTS", 4224 * 4096)
     # the total: every tensor the file holds, counted as the reader counts them
     r = hc("run-site", str(src), "--tokens", "2", "--layers", "0", "--site", "attn", "--save",
            str(tmp_path / "one.safetensors"))

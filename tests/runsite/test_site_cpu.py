@@ -132,13 +132,14 @@ def test_bench_site_ops_refuse_in_one_line(args, message):
 
 def test_bench_site_op_bounds_the_token_count(monkeypatch):
     from hccli.bench import site as bench_site
+    from hccli.bench.requests import SiteBenchRequest
     from hccli.base.limits import MAX_SITE_BENCH_BYTES
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     most = MAX_SITE_BENCH_BYTES // (5 * 5120 * 2)
     with pytest.raises(HcError, match=f"expected 1 to {most:,} tokens"):
-        bench_site.run_site_bench("site-pre", (most + 1,))
+        bench_site.run_site_bench(SiteBenchRequest("site-pre", (most + 1,)))
 
 
 def test_tilekernels_is_optional_and_its_absence_is_said():

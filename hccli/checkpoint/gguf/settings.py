@@ -1,7 +1,7 @@
 """A GGUF's model settings as `hc` reads them: block_count, embedding_length, the
 hyper_connection keys and the norm epsilon of its metadata, each held to the bound the
 same setting has in a config (model/config/bounds.py) and read by the config's own typed keys
-(config_keys.KeySpace). inspect, --verify, run-kernel and diff all read them here, so a
+(model/config/keys.py's KeySpace). inspect, --verify, run-kernel and diff all read them here, so a
 value out of range is the same one error everywhere, naming the file, the key and the
 bound. A key that is absent is None: the caller says which default it uses.
 """

@@ -43,7 +43,7 @@ def layout(shard: Any, cap: int) -> Iterator[tuple[str, str, int]]:
 def missing_sites(sites: list, n_layers: int, arch: str) -> Iterator[tuple[str, str, int]]:
     """hc_missing_site for each site the metadata's block_count implies and the file lacks: every
     block holds an attn and an ffn site, and deepseek4 a head mix (deepseek41 has none). block_count
-    is within the bound on layers (gguf_meta.py), so these are at most two a layer."""
+    is within the bound on layers (checkpoint/gguf/settings.py), so these are at most two a layer."""
     have = {(x.layer, x.site) for x in sites}
     want = [(layer, site) for layer in range(n_layers) for site in ("attn", "ffn")]
     if arch == "deepseek4":

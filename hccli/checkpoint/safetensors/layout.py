@@ -2,7 +2,7 @@
 
 The rule, from `prepare` and `impl Serialize for Metadata` in
 huggingface/safetensors safetensors/src/tensor.rs (the same from v0.4 to 0.8;
-tests/test_st_layout.py checks it against the installed package):
+tests/checkpoint/test_st_layout.py checks it against the installed package):
 
 - tensors are sorted by dtype, descending in the order of the `Dtype` enum
   (which the source calls "increasing alignment order"), then by name

@@ -27,7 +27,7 @@ from hccli.model.config import quant as Q
 from hccli.names import ct as dialect_ct, mlx as dialect_mlx
 from hccli.names import dialects as D
 from hccli.model.components import component_of
-from hccli.model.packing import ct_packing, logical_elements, mlx_packing
+from hccli.model.packing import ct_packing, fp4_unpacked, logical_elements, mlx_packing
 from dataclasses import dataclass
 from hccli.base.vocab import parse_hc_name
 
@@ -145,7 +145,7 @@ def expected(inventory: Any, dialect: str, model_dtype: str | None) -> dict[str,
     for t in inventory.tensors:
         if t.is_scale or _drop(t) is not None:
             continue
-        shape = (*t.shape[:-1], t.shape[-1] * 2) if t.fp4_packed else t.shape
+        shape = fp4_unpacked(t.shape) if t.fp4_packed else t.shape
         m = _EXPERT.match(t.name)
         if m is not None:
             stacked.setdefault(f"{m[1]}.{D.FUSED_MARK}.{m[2]}", []).append((shape, t.exact))

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from hccli.model.packing import fp4_unpacked
 from hccli.names import dialects as D
 
 # dialects whose every tensor name names/dialects.py maps; the others are reconciled in HC only
@@ -50,7 +51,7 @@ def expected_layout(inventory: Any, dialect: str, model_dtype: str | None) -> di
     for t in inventory.tensors:
         if t.scope == "stage" or t.is_scale:
             continue
-        shape = (*t.shape[:-1], t.shape[-1] * 2) if t.fp4_packed else t.shape
+        shape = fp4_unpacked(t.shape) if t.fp4_packed else t.shape
         if dialect == D.GGUF:
             m = _EXPERT.match(t.name)
             if m is not None:

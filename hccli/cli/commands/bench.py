@@ -11,6 +11,7 @@ from hccli.cli.flag_rules import check_flags
 from hccli.cli.kernel_options import EpsOpt, HcMultOpt, ItersOpt, SeedOpt, TokenListOpt, check_eps, one_of
 from hccli.cli.options import Choice, JsonOpt, at_least, choice_option, device_option
 from hccli.base.limits import MAX_BENCH_REPS, MAX_BENCH_WARMUP
+from hccli.bench.requests import BenchRequest, SiteBenchRequest
 from hccli.kernels.registry import TIMED, canonical
 from hccli.base.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
 
@@ -106,32 +107,29 @@ def bench_cmd(
     from hccli.cli.output import emit, progress_bar
     from hccli.bench.op import run_bench
 
-    if op is not Op.split:
-        _site(op.value, dim, dtype.torch_name, norm_eps, tokens, impl, device, iters, eps, reps, warmup, seed, host,
-              json_out)  # --hc-mult: flag_rules has held it to the site kernels' 4
+    iters = DEFAULT_SINKHORN_ITERS if iters is None else iters
+    eps = DEFAULT_HC_EPS if eps is None else eps
+    if op is not Op.split:  # --hc-mult: flag_rules has held it to the site kernels' 4
+        _site(SiteBenchRequest(op.value, tuple(tokens) if tokens else None, tuple(impl) if impl else None, dim=dim,
+                               stream=dtype.torch_name, sinkhorn_iters=iters, eps=eps,
+                               norm_eps=SITE_NORM_EPS if norm_eps is None else norm_eps, reps=reps, warmup=warmup,
+                               seed=seed, host=host, device=device), json_out)
         return
 
     names = tuple(canonical(n) for n in impl) if impl else TIMED
+    request = BenchRequest(tuple(tokens) if tokens else None, names,
+                           hc_mult=DEFAULT_HC_MULT if hc_mult is None else hc_mult, sinkhorn_iters=iters, eps=eps,
+                           device=device, reps=reps, warmup=warmup, seed=seed, host=host)
     with progress_bar("timing") as tick:
-        result = run_bench(tuple(tokens) if tokens else None, names,
-                           hc_mult=DEFAULT_HC_MULT if hc_mult is None else hc_mult,
-                           sinkhorn_iters=DEFAULT_SINKHORN_ITERS if iters is None else iters,
-                           eps=DEFAULT_HC_EPS if eps is None else eps, device=device, reps=reps,
-                           warmup=warmup, seed=seed, host=host, progress=tick)
+        result = run_bench(request, progress=tick)
     emit(result, json_out, lambda: render_bench.renderables(result))
 
 
-def _site(op: str, dim: int, stream: str, norm_eps: float | None, tokens: list[int] | None, impl: list[str] | None,
-          device: str | None, iters: int | None, eps: float | None, reps: int, warmup: int, seed: int, host: bool,
-          json_out: bool) -> None:
+def _site(request: SiteBenchRequest, json_out: bool) -> None:
     from hccli.cli.render import bench_site as render_bench_site
     from hccli.cli.output import emit, progress_bar
     from hccli.bench.site import run_site_bench
 
     with progress_bar("timing") as tick:
-        result = run_site_bench(op, tuple(tokens) if tokens else None, tuple(impl) if impl else None, dim=dim,
-                                stream=stream, sinkhorn_iters=DEFAULT_SINKHORN_ITERS if iters is None else iters,
-                                eps=DEFAULT_HC_EPS if eps is None else eps,
-                                norm_eps=SITE_NORM_EPS if norm_eps is None else norm_eps, reps=reps,
-                                warmup=warmup, seed=seed, host=host, device=device, progress=tick)
+        result = run_site_bench(request, progress=tick)
     emit(result, json_out, lambda: render_bench_site.renderables(result))

@@ -65,7 +65,7 @@ def diff_cmd(
     """
     from hccli.cli.render import diff as render_diff
     from hccli.cli.output import damage_warnings, emit, progress_bar
-    from hccli.diffing.diff import build_diff
+    from hccli.diffing.diff import DiffRequest, build_diff
     from hccli.checkpoint.view import open_view
 
     if plot is not None:
@@ -74,15 +74,15 @@ def diff_cmd(
         for side in (a, b):  # never into either checkpoint; before any work
             if Path(side).exists():
                 check_plot(plot, forbidden_dir=Path(side))
+    request = DiffRequest(atol=atol, rtol=rtol, tokens=tokens, seed=seed, values_all=values is Values.all,
+                          layers=layers, sites=frozenset(sites) if sites else None)
     # each side's warnings as soon as it is open: a config set aside may be why B fails, or why they differ
     with open_view(a, config_a, whole=True) as va:
         damage_warnings(va.damage, va.config_note)
         with open_view(b, config_b, whole=True) as vb:
             damage_warnings(vb.damage, vb.config_note)
             with progress_bar("comparing", enabled=not json_out, in_bytes=True) as tick:
-                report = build_diff(va, vb, atol=atol, rtol=rtol, tokens=tokens, seed=seed,
-                                    values_all=values is Values.all, progress=tick, layers=layers,
-                                    sites=frozenset(sites) if sites else None)
+                report = build_diff(va, vb, request, progress=tick)
     emit(report, json_out, lambda: render_diff.renderables(report, limit=limit))
     if plot is not None:
         from hccli.cli.output import note, safe

@@ -93,13 +93,12 @@ def inspect_cmd(
 
         check_plot(plot, forbidden_dir=guard)  # before any work: nothing printed when refused
     from hccli.cli.output import damage_warnings, emit, note, progress_bar, safe
-    from hccli.inspecting.report import build_inspect
+    from hccli.inspecting.report import InspectRequest, build_inspect
 
+    request = InspectRequest(config=config, name_glob=name, dtype=dtype, list_tensors=tensors, layers=layer,
+                             hc_layers=hc_layer, run_verify=verify, metadata=metadata)
     with progress_bar("reading headers", enabled=not json_out) as tick:
-        report = build_inspect(
-            path, config=config, name_glob=name, dtype=dtype, list_tensors=tensors,
-            layers=layer, hc_layers=hc_layer, run_verify=verify, metadata=metadata, progress=tick,
-        )
+        report = build_inspect(path, request, progress=tick)
     if stats:
         with progress_bar("HC statistics", enabled=not json_out, in_bytes=True) as tick:
             report = report.with_stats(tick)

@@ -171,7 +171,7 @@ def parse_config(raw: bytes | str, source: str) -> ModelConfig:
 
 
 def config_from_data(data: Any, source: str) -> ModelConfig:
-    """A decoded config.json (as config_read.decode_json gives it) -> ModelConfig."""
+    """A decoded config.json (as read.py's decode_json gives it) -> ModelConfig."""
     if isinstance(data, dict) and "layer_types" in data:  # transformers-written: read as the release config it came from
         from hccli.model.config.hf import is_transformers_config, release_config_from_transformers
 
