@@ -105,7 +105,7 @@ def test_count_params_never_plots_into_a_checkpoint(mpl, tmp_path):
 
 # --- run-kernel ---
 
-@pytest.mark.parametrize("limit, shown", [(3, 3), (0, 1), (20, 8)])
+@pytest.mark.parametrize("limit, shown", [(3, 3), (1, 1), (20, 8)])  # --limit 0 is refused (docs/CLI.md)
 def test_run_kernel_plot_draws_its_json(mpl, spy, tmp_path, limit, shown):
     pytest.importorskip("torch")
     drawn = spy("hccli.plot.kernel", "plot_kernel")
