@@ -148,8 +148,27 @@ class _HcGroup(_HcSubGroup):
             raise typer.Exit(code) from None
 
 
+def _refuse_repeats(command, ctx, args) -> list[str]:
+    """An option that takes one value, given twice: one line, where click would let the last one
+    win silently (`--tokens 4 --tokens 8`). Options a command repeats (bench's --tokens, the list
+    options: docs/CLI.md) are declared multiple and pass, as do flags. Read with click's own
+    parser, so that `--tokens=4`, `-t4` and a value that looks like a flag are told apart as
+    click tells them."""
+    if not ctx.resilient_parsing:
+        seen: set[str] = set()
+        for param in command.make_parser(ctx).parse_args(args=list(args))[2]:
+            if getattr(param, "multiple", True) or getattr(param, "is_flag", True) or param.nargs != 1:
+                continue
+            if param.name in seen:
+                raise _click_errors.UsageError(f"{max(param.opts, key=len)} given more than once; "
+                                               f"hc {ctx.command.name} takes one value of it", ctx=ctx)
+            seen.add(param.name)
+    return args
+
+
 class _HcCommand(TyperCommand):
     def parse_args(self, ctx, args):
+        _parsed(lambda c, a: _refuse_repeats(self, c, a), ctx, args)
         return _parsed(super().parse_args, ctx, args)
 
     def collect_usage_pieces(self, ctx):

@@ -39,11 +39,6 @@ class Flags:
         return [self.flag(n) for n in names if self._values[n] != self._params[n].default]
 
 
-def _finite_atol(f: Flags) -> None:
-    if not f["atol"] >= 0 or f["atol"] == float("inf"):
-        raise HcError(f"--atol {f['atol']}: expected a finite number >= 0")
-
-
 def _count_params(f: Flags) -> None:
     if f["convention"] is not None and (f["plot"] is None or not f["model"]):
         raise HcError(f"--convention {f['convention']}: it picks what the whole-model bars of --plot count; "
@@ -63,7 +58,6 @@ def _run_kernel(f: Flags) -> None:
                         "iters", "eps", "save")
         if given:
             raise HcError(f"--compare re-runs the inputs and parameters its file holds; drop {', '.join(given)}")
-        _finite_atol(f)
         return  # the file holds the inputs: what chooses them below is not asked for
     hidden = f["hidden"] or f["hidden_file"] is not None
     if f["mixes"] is not None and hidden:
@@ -72,10 +66,10 @@ def _run_kernel(f: Flags) -> None:
         raise HcError("--tokens makes random mixes and --mixes reads them from a file; give one")
     if f["dim"] is not None and not hidden:
         raise HcError("--dim is the width of a hidden state; give it with --hidden")
-    if f["checkpoint"] is None and f["layer"] is not None:
-        raise HcError("--layer needs --checkpoint (the layer whose hc_base and hc_scale to use)")
-    if f["checkpoint"] is not None and f["layer"] is None:
-        raise HcError(f"--checkpoint {f['checkpoint']}: also give --layer L (and --site attn|ffn)")
+    if f["checkpoint"] is None and f["layers"] is not None:
+        raise HcError("--layers needs --checkpoint (the layer whose hc_base and hc_scale to use)")
+    if f["checkpoint"] is not None and f["layers"] is None:
+        raise HcError(f"--checkpoint {f['checkpoint']}: also give --layers L (and --site attn|ffn)")
 
 
 def _run_site(f: Flags) -> None:
@@ -84,7 +78,6 @@ def _run_site(f: Flags) -> None:
                         "sublayer")
         if given:
             raise HcError(f"--compare re-runs the inputs its file holds; drop {', '.join(given)}")
-        _finite_atol(f)
         return
     if f["source"] is None:
         raise HcError("run-site needs SOURCE (a checkpoint or a config.json), or --compare FILE")

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from hccli.base.errors import HcError
-from hccli.cli.options import config_option, layers_option
+from hccli.cli.options import at_least, config_option, layers_option
 
 
 def parse_dtype(spec: str) -> str:
@@ -23,21 +23,24 @@ def parse_dtype(spec: str) -> str:
 PathArg = Annotated[str, typer.Argument(
     help="A checkpoint directory, its model.safetensors.index.json, one .safetensors file, or a hub "
          "repository hf://org/name\\[@revision]\\[/subfolder].", show_default=False)]
-# not read as the flags are parsed: the core names a missing config beside what it was to check
-ConfigOpt = config_option("config.json to check against (default: the one beside the checkpoint, if any).",
-                          read=False)
+# checked as the flags are parsed, as every command's --config: a missing file is a bad value of it
+ConfigOpt = config_option("config.json to check against (default: the one beside the checkpoint, if any).")
 VerifyOpt = Annotated[bool, typer.Option(
     "--verify", help="Check index, headers, HC tensors and the config's inventory; exit 1 if an error is found.")]
 NameOpt = Annotated[Optional[str], typer.Option(
     "--name", "-n", help="List tensors whose name matches this glob, e.g. '*.hc_*' or 'layers.3.*'.")]
-# the layer grammar of every command; the core checks the numbers against the checkpoint
-LayerOpt = layers_option("--layer", "-l", help="List tensors of these layers (3, 2-7, 2,8,14; stages after the backbone).")
+# One layer option for both of inspect's views (docs/CLI.md says why): it lists those layers'
+# tensors, and with --hc or --stats it picks the HC sites shown. The core numbers it.
+LayersOpt = layers_option(help="These layers only: their tensors listed, or with --hc / --stats their HC sites "
+                               "(3, 2-7, 2,8,14, mtp.0, head).")
 DtypeOpt = Annotated[Optional[str], typer.Option(
     "--dtype", parser=parse_dtype, metavar="DTYPE", help="List tensors of this dtype, e.g. F32.")]
 TensorsOpt = Annotated[bool, typer.Option("--tensors", help="List every tensor (up to --limit).")]
-LimitOpt = Annotated[int, typer.Option("--limit", help="Rows of the tensor list to print.", min=1)]
-HcLayerOpt = layers_option(
-    "--hc-layer", help="Show these layers' HC sites in full: base split into pre/post/comb and the comb matrix.")
+LimitOpt = Annotated[int, typer.Option("--limit", callback=at_least("--limit", 1),
+                                       help="Rows of the tensor list to print (at least 1).")]
+HcOpt = Annotated[bool, typer.Option(
+    "--hc", help="Show the HC sites in full (of --layers, default all): base split into pre/post/comb and the "
+                 "comb matrix.")]
 TreeOpt = Annotated[bool, typer.Option(
     "--tree", help="Show the tree of tensors, repeated numbered blocks collapsed (layers.[0-42], vision.blocks.[0-26]).")]
 QuietOpt = Annotated[bool, typer.Option(
@@ -46,4 +49,4 @@ MetadataOpt = Annotated[bool, typer.Option(
     "--metadata", help="Show each file's own metadata: safetensors' __metadata__, a GGUF's key/values.")]
 StatsOpt = Annotated[bool, typer.Option(
     "--stats", help="Value statistics of the HC tensors (min, max, mean, std, non-finite), read in bounded "
-                    "chunks; with --hc-layer, of those layers' sites.")]
+                    "chunks; with --layers, of those layers' sites.")]

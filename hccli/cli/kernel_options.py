@@ -7,7 +7,6 @@ Nothing here imports torch or tilelang.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -16,7 +15,7 @@ import typer
 from hccli.base.errors import HcError
 from hccli.base.limits import MAX_BENCH_POINTS, MAX_HC_MULT, MAX_SINKHORN_ITERS
 from hccli.cli.options import (Choice, at_least, choice_option, config_option, device_option, input_file,
-                               layers_option, seed_option, token_list_option, tokens_option)
+                               layers_option, non_negative, seed_option, token_list_option, tokens_option)
 from hccli.kernels.registry import ALIASES, IMPL_NAMES, TABLE, canonical
 from hccli.base.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
 
@@ -41,10 +40,7 @@ def one_of(names: list[str]) -> str:
     return f"{', '.join(names[:-1])} or {names[-1]}" if len(names) > 1 else "".join(names)
 
 
-def check_eps(value: Optional[float]) -> Optional[float]:
-    if value is not None and not (math.isfinite(value) and value >= 0):
-        raise HcError(f"--eps {value}: expected a finite number >= 0")
-    return value
+check_eps = non_negative("--eps")  # (bench's --norm-eps is another flag: its own line names it)
 
 
 def _input_file_option(flag: str, help: str) -> Any:
@@ -81,4 +77,5 @@ CompareOpt = _input_file_option(
 SiteOpt = choice_option(KernelSite, "--site", "-s", help="attn or ffn.", refuse=lambda v: (
     f"--site {v!r}: the split-Sinkhorn op runs at the attn and ffn sites (the head mix has no Sinkhorn); "
     "expected attn or ffn"))
-LayerOpt = layers_option("--layer", "-l", one=True, help="Layer of --checkpoint (stages after the backbone).")
+LayerOpt = layers_option(one=True, help="The one layer of --checkpoint whose site to run: a number, or mtp.N for a "
+                                        "stage.")

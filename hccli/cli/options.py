@@ -3,10 +3,9 @@ per concept, parsed in callbacks, so that a command body receives sets and numbe
 and the core never sees a flag.
 
 A callback's error is an HcError naming the flag as typed; the app's error
-boundary prints it as one line with exit code 2. To give a command of your own a
-layer option under another name, reuse the callback:
-
-    Annotated[Optional[str], typer.Option("--hc-layers", callback=layers_callback, help=...)]
+boundary prints it as one line with exit code 2. Every layer selection is `--layers/-l`
+(docs/CLI.md: one name, one grammar); a command whose help says more of it calls
+`layers_option(help=...)`.
 
 A choice is a str Enum, so that typer checks it, lists it in --help and completes it;
 `choice_option()` keeps the one line a command has always given for a bad value where
@@ -30,18 +29,39 @@ def _flag(param: typer.CallbackParam) -> str:
     return max(param.opts, key=len) if param.opts else f"--{param.name}"
 
 
-def layers_callback(ctx: typer.Context, param: typer.CallbackParam, value: Optional[str]):
-    """'3-7,8,14-15' -> frozenset of layer numbers (None when the option is absent)."""
-    if value is None or ctx.resilient_parsing:
-        return value
-    return specs.parse_layers(value, _flag(param))
+def _joined(value: Optional[list[str]]) -> Optional[str]:
+    # a list option given more than once means the union: `-l 3 -l 5` is `-l 3,5` (docs/CLI.md)
+    return ",".join(value) if value else None
 
 
-def ranges_callback(ctx: typer.Context, param: typer.CallbackParam, value: Optional[str]):
-    """'2-7,8-13' -> ((2, 7), (8, 13)): bounds the core matches against the layer groups."""
+def layers_callback(ctx: typer.Context, param: typer.CallbackParam, value: Optional[list[str]]):
+    """'3-7,8,mtp.0,head' (repeats joined) -> [a LayerSpec] the core numbers against its model:
+    typer hands a list option's value to the command as a list, so the spec travels in one, and
+    the command takes it out with `layer_spec`."""
+    text = _joined(value)
+    if text is None or ctx.resilient_parsing:
+        return None
+    return [specs.parse_layers(text, _flag(param))]
+
+
+def layer_spec(value: Optional[list]) -> Any:
+    """The LayerSpec of a --layers value (None when the option is absent)."""
+    return value[0] if value else None
+
+
+def one_layer_callback(ctx: typer.Context, param: typer.CallbackParam, value: Optional[str]):
+    """The same grammar, one layer: a command that runs one site."""
     if value is None or ctx.resilient_parsing:
         return value
-    return specs.parse_ranges(value, _flag(param))
+    return specs.parse_one_layer(value, _flag(param))
+
+
+def ranges_callback(ctx: typer.Context, param: typer.CallbackParam, value: Optional[list[str]]):
+    """'2-7,8-13' (repeats joined) -> ((2, 7), (8, 13)): bounds the core matches against the groups."""
+    text = _joined(value)
+    if text is None or ctx.resilient_parsing:
+        return None
+    return specs.parse_ranges(text, _flag(param))
 
 
 def check_plot(value: Path, flag: str = "--plot", forbidden_dir: Optional[object] = None) -> None:
@@ -81,12 +101,24 @@ components_callback = _choices(specs.COMPONENT_ALIASES,
                                "pre, post, comb, fn (or read, write, combination, projection)")
 roles_callback = _choices(specs.ROLE_ALIASES, ", ".join(dict.fromkeys(specs.ROLE_ALIASES.values())))
 
-# Typer sees str / list[str]; the command receives a frozenset of layers, a tuple of
-# (first, last) bounds, and sorted lists of canonical site / component / role names.
-LayersOpt = Annotated[Optional[str], typer.Option(
-    "--layers", "-l", callback=layers_callback, show_default=False,
-    help="Layers, e.g. 3-7, 2,8,14 or 20-39. Stages are numbered after the backbone (40-42 in V4.1).")]
-GroupOpt = Annotated[Optional[str], typer.Option(
+LAYERS_HELP = ("Layers: numbers, ranges and lists (3, 2-7, 2,8,14), mtp.N for a stage (also numbered after "
+               "the backbone: mtp.0 is 40 in V4.1-Flash), head for the head mix.")
+
+
+def layers_option(help: str = LAYERS_HELP, one: bool = False) -> Any:
+    """--layers/-l, the one layer option: a LayerSpec to the command, or with `one` a spec of
+    exactly one layer (else one line: the command runs one site)."""
+    if one:
+        return Annotated[Optional[str], typer.Option(
+            "--layers", "-l", callback=one_layer_callback, metavar="LAYER", show_default=False, help=help)]
+    return Annotated[Optional[List[str]], typer.Option(
+        "--layers", "-l", callback=layers_callback, metavar="LAYERS", show_default=False, help=help)]
+
+
+# Typer sees str / list[str]; the command receives a LayerSpec, a tuple of (first, last)
+# bounds, and sorted lists of canonical site / component / role names.
+LayersOpt = layers_option()
+GroupOpt = Annotated[Optional[List[str]], typer.Option(
     "--group", "-g", callback=ranges_callback, show_default=False,
     help="Layer groups by their bounds as the groups table prints them, e.g. 2-7, or 2-13 for two "
          "neighbouring groups.")]
@@ -117,6 +149,16 @@ def at_least(flag: str, minimum: int, maximum: int | None = None, why: str = "")
             if v < minimum or (maximum is not None and v > maximum):
                 upper = f" and at most {maximum:,}" if maximum is not None else ""
                 raise HcError(f"{flag} {v}: expected at least {minimum}{upper}{why}")
+        return value
+
+    return check
+
+
+def non_negative(flag: str):
+    """A callback: a finite number >= 0 (a tolerance), else one line; NaN and inf are refused."""
+    def check(value: Optional[float]) -> Optional[float]:
+        if value is not None and not (value >= 0 and value != float("inf")):
+            raise HcError(f"{flag} {value}: expected a finite number >= 0")
         return value
 
     return check
@@ -173,18 +215,6 @@ def choice_option(enum: type[Enum], *flags: str, refuse: Callable[[str], str], *
 
 # ---- options whose help says what the value is for in each command ---------------------------
 
-def layers_option(*flags: str, help: str, one: bool = False) -> Any:
-    """A layer option under other flags (inspect's --layer, --hc-layer): the grammar of --layers,
-    a frozenset to the command, or with `one` a single layer number."""
-    flag = max(flags, key=len)
-
-    def parse(text: str) -> frozenset[int] | int:
-        return specs.parse_one_layer(text, flag) if one else specs.parse_layers(text, flag)
-
-    return Annotated[Optional[int] if one else Optional[frozenset], typer.Option(
-        *flags, parser=parse, metavar="LAYER" if one else "LAYERS", help=help)]
-
-
 def seed_option(help: str) -> Any:
     return Annotated[int, typer.Option("--seed", callback=_non_negative_seed, help=help)]
 
@@ -206,12 +236,20 @@ def token_list_option(help: str, most: int | None = None) -> Any:
     return Annotated[Optional[List[int]], typer.Option("--tokens", "-t", callback=check, help=help)]
 
 
+def _device(value: Optional[str]) -> Optional[str]:
+    # the devices the kernels take (kernels/registry.py's normalise_device), checked as the flags are
+    # parsed: a typo is refused before torch loads or a run starts
+    import re
+
+    if value is not None and not re.fullmatch(r"cpu|cuda(:\d{1,4})?", value):
+        raise HcError(f"--device {value!r}: expected cpu, cuda or cuda:N")
+    return value
+
+
 def device_option(help: str) -> Any:
-    return Annotated[Optional[str], typer.Option("--device", help=help)]
+    return Annotated[Optional[str], typer.Option("--device", callback=_device, help=help)]
 
 
-def config_option(help: str, read: bool = True) -> Any:
-    """--config: a config.json, checked as an input file as the flags are parsed unless `read`
-    is False (a command that tells a missing file apart itself)."""
-    return Annotated[Optional[Path], typer.Option("--config", callback=input_file("--config") if read else None,
-                                                  help=help)]
+def config_option(help: str) -> Any:
+    """--config: a config.json, checked as an input file as the flags are parsed."""
+    return Annotated[Optional[Path], typer.Option("--config", callback=input_file("--config"), help=help)]

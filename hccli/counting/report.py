@@ -13,7 +13,7 @@ from hccli.counting import sites as acc
 from hccli.model.config.model import ModelConfig, load_config
 from hccli.base.errors import HcError
 from hccli.base.jsonable import OMIT_IF_NONE
-from hccli.model.layers import LayerPlan, plan_layers
+from hccli.model.layers import LayerPlan, check_layer_range, plan_layers
 from hccli.base.vocab import HC_SITES
 
 if TYPE_CHECKING:
@@ -159,8 +159,8 @@ def build_report(
     cfg = load_config(config)
     plan = plan_layers(cfg)
     hc = acc.hc_sites(cfg)
-    if layers is not None:
-        acc.check_layers(cfg, plan, layers)
+    if layers is not None:  # a LayerSpec (mtp.N, head) as this config numbers it, or the one out-of-range line
+        layers = check_layer_range(layers, cfg.n_layers, cfg.n_stages, cfg.has_head_mix, str(cfg.source))
     sel = acc.select(
         cfg, hc, plan,
         layers=layers,

@@ -97,14 +97,6 @@ def hc_sites(cfg: ModelConfig, tensors: tuple[TensorSpec, ...] | None = None) ->
 
 # ---- selections --------------------------------------------------------------------------------
 
-def check_layers(cfg: ModelConfig, plan: LayerPlan, layers: frozenset[int]) -> None:
-    """Layer numbers against this config: backbone 0..n-1, then the stages."""
-    past = max(layers, default=0)
-    if past >= len(plan.layers):
-        raise HcError(f"{cfg.source}: layer {past} out of range; expected 0..{len(plan.layers) - 1} "
-                      f"({cfg.n_layers} layers + {cfg.n_stages} stages)")
-
-
 def groups_by_bounds(cfg: ModelConfig, plan: LayerPlan, ranges: tuple[tuple[int, int], ...]) -> frozenset[int]:
     """Layer ranges that must each run from one group's first layer to a group's last."""
     out: set[int] = set()
@@ -180,8 +172,9 @@ def select(
     for s in sites:
         if site_filter is not None and s.site not in site_filter:
             continue
-        if s.layer is None:  # the root head mix belongs to no layer
-            if layer_filtered:
+        if s.layer is None:  # the root head mix: numbered after the stages, `head` in --layers
+            if layer_filtered and not (layers is not None and len(plan.layers) in layers
+                                       and groups is None and roles is None):
                 continue
         else:
             info = plan.layers[s.layer]

@@ -360,10 +360,9 @@ def build_diff(a: HcView, b: HcView, request: DiffRequest = DiffRequest(), *,
         raise HcError(why)
     if atol < 0 or rtol < 0 or atol != atol or rtol != rtol:
         raise HcError(f"--atol {atol} / --rtol {rtol}: expected non-negative numbers")
-    selection = Selection(request.layers, sites)
     n_layers, n_stages = numbering(a, b)
     head_mix = any(not t.hc.kind for v in (a, b) for t in v.hc.values())
-    check_selection(selection, n_layers, n_stages, head_mix, "A and B")
+    selection = check_selection(Selection(request.layers, sites), n_layers, n_stages, head_mix)
     tokens, sampled = sample_tokens(tokens, a.model.hc_mult or b.model.hc_mult, a.model.dim or b.model.dim)
     total = sum(hc_bytes(a, b, names) for names in site_groups(a, b, selection).values())
     total += sum(x.nbytes + y.nbytes for x, y in shared_others(a, b, selection)) if request.values_all else 0

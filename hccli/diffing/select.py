@@ -26,7 +26,7 @@ _HEAD_TENSORS = ("head.weight", "norm.weight")
 
 @dataclass(frozen=True)
 class Selection:
-    layers: frozenset[int] | None  # None: every layer
+    layers: frozenset[int] | None  # None: every layer (a LayerSpec until check_selection numbers it)
     sites: frozenset[str] | None  # None: every site
 
     @property
@@ -68,11 +68,12 @@ def _place(name: str, n_layers: int, n_stages: int) -> tuple[int | None, str | N
     return layer, None
 
 
-def check_selection(selection: Selection, n_layers: int, n_stages: int, head_mix: bool,
-                    label: str) -> None:
-    """An HcError naming the first layer past the checkpoints' last, and what they number."""
-    if selection.layers is not None:
-        check_layer_range(selection.layers, n_layers, n_stages, head_mix, f"{label} number their layers")
+def check_selection(selection: Selection, n_layers: int, n_stages: int, head_mix: bool) -> Selection:
+    """The selection with its layers as the checkpoints number them (mtp.N, head), or the one
+    out-of-range line of every command."""
+    if selection.layers is None:
+        return selection
+    return Selection(check_layer_range(selection.layers, n_layers, n_stages, head_mix, "A and B"), selection.sites)
 
 
 

@@ -3,7 +3,7 @@ yields (mixes = 0): pre and post weights, and the comb matrix after the Sinkhorn
 
 The work is bounded by what a real model needs, whatever a file claims: the base values
 read and reported (MAX_INSPECT_VALUES; sites past them are left out, said in a note, and
---hc-layer picks the ones to show), and so the split's element-iterations (sites x hc^2 x
+--layers picks the ones to show), and so the split's element-iterations (sites x hc^2 x
 iterations, under MAX_INSPECT_VALUES x MAX_SINKHORN_ITERS), done in plain Python
 (ops/split_f32.py, no numpy import) up to PLAIN_SPLIT_BUDGET and by numpy (ops/split_np.py,
 the same float32 operations) past it.
@@ -81,7 +81,7 @@ def read_hc_entries(ckpt: Checkpoint, sites: list[HcSiteTensors]) -> tuple[list[
         held += n_values <= MAX_INSPECT_VALUES
     if held < len(usable):
         notes.append(f"{ckpt.label}: {len(usable) - held:,} of {len(usable):,} HC sites left out: their bases "
-                     f"hold {n_values:,} values in all, past the {MAX_INSPECT_VALUES:,} one inspect reads (--hc-layer "
+                     f"hold {n_values:,} values in all, past the {MAX_INSPECT_VALUES:,} one inspect reads (--hc --layers "
                      "picks the sites to show)")
         usable = usable[:held]
 

@@ -188,10 +188,10 @@ def build_inspect(path: str | Path, request: InspectRequest = InspectRequest(), 
     if layers is not None or hc_layers is not None:
         from hccli.model.layers import check_layer_range  # (the layer plan's module: loaded for a selection only)
 
-        for chosen in (layers, hc_layers):
-            if chosen is not None:
-                check_layer_range(chosen, n_layers, n_stages, _head_mix(ckpt), "this checkpoint numbers its layers",
-                                  where=ckpt.label)
+        # a LayerSpec (mtp.N, head) becomes this checkpoint's numbers; one past them is the one line
+        layers, hc_layers = (None if chosen is None else
+                             check_layer_range(chosen, n_layers, n_stages, _head_mix(ckpt), ckpt.label)
+                             for chosen in (layers, hc_layers))
     n_tensors, per_dtype, logical = totals_from_columns(_columns(ckpt))
     table = component_table(ckpt, ckpt.dialect.dialect) if ckpt.dialect.dialect in PACKING else None
     logical = table.logical_params if table is not None else logical  # the packing's own count

@@ -86,7 +86,7 @@ def hc_stats(ckpt: Checkpoint, sites: list[HcSiteTensors], progress: Callable[[i
         claimed = sum(t[3].nbytes for t in tensors)
         notes.append(f"{ckpt.label}: statistics of {len(tensors) - len(kept):,} of {len(tensors):,} HC tensors left "
                      f"out: they hold {claimed:,} bytes in all, past the {MAX_STATS_BYTES:,} one --stats reads "
-                     "(--hc-layer picks the sites)")
+                     "(--layers picks the sites)")
     out, before, undecoded = [], 0, []  # before: bytes of the tensors finished
     for site, part, shard, info in kept:
         name = one_line(info.name)

@@ -104,21 +104,54 @@ def format_ranges(xs) -> str:
     return ",".join(out)
 
 
-def check_layer_range(layers, n_layers: int, n_stages: int, head_mix: bool, numbered: str,
-                      where: str = "") -> None:
-    """An HcError naming the first of `layers` past the last layer, and how they are numbered:
-    backbone, stages, then the head mix only where the family has one (V4.1 has none, so its
-    last stage is its last number). `numbered` says whose numbering it is ("this checkpoint
-    numbers its layers"); `where`, if given, opens the line (a checkpoint's label)."""
+@dataclass(frozen=True, slots=True)
+class LayerSpec:
+    """Layers as a user wrote them (`3-7,mtp.0,head`), before a model says what they number:
+    plain numbers (stage k is also number n_layers + k, the root head mix n_layers + n_stages),
+    stage names `mtp.k`, and the root head mix by name. `text` and `flag` are what was typed,
+    so that the one out-of-range line can quote it."""
+
+    numbers: frozenset[int] = frozenset()
+    stages: frozenset[int] = frozenset()
+    head: bool = False
+    text: str = ""
+    flag: str = "--layers"
+
+    def __len__(self) -> int:  # how many items were named: run-kernel takes one
+        return len(self.numbers) + len(self.stages) + int(self.head)
+
+
+def describe_layers(n_layers: int, n_stages: int, head_mix: bool) -> str:
+    """'layers 0-7, mtp.0-mtp.1 (8-9) and head (10)': what a model's layer numbers are."""
+    parts = [f"layers {format_ranges(range(n_layers))}"] if n_layers else []
+    if n_stages:
+        names = "mtp.0" if n_stages == 1 else f"mtp.0-mtp.{n_stages - 1}"
+        parts.append(f"{names} ({format_ranges(range(n_layers, n_layers + n_stages))})")
+    if head_mix:
+        parts.append(f"head ({n_layers + n_stages})")
+    said = (", ".join(parts[:-1]) + " and " + parts[-1]) if len(parts) > 1 else "".join(parts) or "no layers"
+    return said + ("" if head_mix else "; no head mix")
+
+
+def check_layer_range(layers, n_layers: int, n_stages: int, head_mix: bool, where: str = "") -> frozenset[int]:
+    """The layer numbers `layers` (a LayerSpec, or numbers a library caller gives) select in a
+    model of n_layers backbone layers, n_stages stages and (where `head_mix`) a root head mix;
+    an HcError, the one line every command gives, where any of them is not there:
+    `--layers 99: this model has layers 0-7, mtp.0-mtp.1 (8-9) and head (10)`. Numbers a library
+    caller gave (no flag was typed) are said after `where`, the model's label."""
+    if isinstance(layers, LayerSpec):
+        numbers = set(layers.numbers) | {n_layers + k for k in layers.stages}
+        past = (any(k >= n_stages for k in layers.stages) or (layers.head and not head_mix))
+        if layers.head:
+            numbers.add(n_layers + n_stages)
+        asked = f"{layers.flag} {layers.text}"
+    else:
+        numbers, past = set(layers), False
+        asked = f"{where + ': ' if where else ''}layer{'s' if len(numbers) != 1 else ''} {format_ranges(numbers)}"
     last = n_layers + n_stages - (0 if head_mix else 1)
-    past = sorted(n for n in layers if n > last)
-    if not past:
-        return
-    kinds = [f"backbone {format_ranges(range(n_layers))}"] if n_layers else []
-    kinds += [f"stages {format_ranges(range(n_layers, n_layers + n_stages))}"] if n_stages else []
-    kinds += [f"head mix {last}"] if head_mix else []
-    raise HcError(f"{where + ': ' if where else ''}layer {past[0]} is out of range: {numbered} "
-                  f"{'0-' + str(last) if last >= 0 else 'none'} ({', '.join(kinds) or 'no layers'})")
+    if past or any(n > last or n < 0 for n in numbers):
+        raise HcError(f"{asked}: this model has {describe_layers(n_layers, n_stages, head_mix)}")
+    return frozenset(numbers)
 
 
 def _role(cfg: ModelConfig, i: int) -> tuple[str, int | None]:

@@ -61,7 +61,7 @@ class CheckpointSite:
     """A checkpoint site whose hc_base / hc_scale (and hc_fn for a hidden state) to use."""
 
     checkpoint: str
-    layer: int
+    layer: Any  # a layer number, or a LayerSpec of one layer (model/layers.py) the checkpoint numbers
     site: str  # "attn" or "ffn"
 
 
@@ -181,6 +181,21 @@ def _check_part(site: Any, part: str, limit: int, label: str) -> None:
         check_count(f"{label}: tensor {info.name} {list(info.shape)}", count, limit)
 
 
+def _numbered(site: CheckpointSite, ckpt: Any) -> CheckpointSite:
+    """The site with its layer as this checkpoint numbers it (mtp.N a stage's number), or the one
+    out-of-range line of every command."""
+    from dataclasses import replace
+
+    from hccli.model.layers import LayerSpec, check_layer_range
+
+    if not isinstance(site.layer, LayerSpec):
+        return site
+    head_mix = (ckpt.config.has_head_mix if ckpt.config is not None
+                else any(s.site == "head" and not s.is_stage for s in ckpt.hc_sites))
+    (layer,) = check_layer_range(site.layer, ckpt.n_layers, ckpt.n_stages, head_mix, ckpt.label)
+    return replace(site, layer=layer)
+
+
 def prepare(source: MixSource, *, site: CheckpointSite | None = None, config: Path | None = None,
             overrides: Overrides = Overrides()) -> RunInput:
     """Mixes, base, scale and the op's parameters from typed choices."""
@@ -203,6 +218,7 @@ def prepare(source: MixSource, *, site: CheckpointSite | None = None, config: Pa
 
         ckpt = open_checkpoint(site.checkpoint, config=config)
         config_note, found = ckpt.config_note, tuple(damage.findings(ckpt))
+        site = _numbered(site, ckpt)
         try:
             s = select_site(ckpt, site.layer, site.site)
         except HcError:

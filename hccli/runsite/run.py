@@ -27,7 +27,7 @@ class RunRequest:
     seed: int = 0
     streams: Path | None = None
     sublayer: str = "random"  # "zero" | "random" | a .safetensors file
-    layers: frozenset[int] | None = None
+    layers: Any = None  # a LayerSpec (model/layers.py) or layer numbers; None: every layer
     sites: tuple[str, ...] | None = None
     precision: str = "f32"  # the projection's operands: f32 | tf32 | bf16 | f16
     impl: str | None = None  # None: numpy, or auto where --device names a GPU
@@ -39,7 +39,7 @@ class SiteRow:
     key: str  # "3.attn", as the golden names it
     layer: int
     site: str
-    name: str  # "layers.3", "mtp.0", "head"
+    name: str  # "layers.3", "mtp.0", "head" (V4's head mix), "collapse" (V4.1's end of a stack)
     pre: list[float] | None  # token 0's
     post: list[float] | None
     comb: list[list[float]] | None  # token 0's, row j = from stream j, column k = to stream k
@@ -114,14 +114,28 @@ def _unsupported(req: RunRequest, save: Path | None) -> str | None:
 
 
 def _select(model: SiteModel, req: RunRequest) -> Callable[[SiteRef], bool]:
+    """The sites --layers and --site keep. A V4.1 stack ends with a collapse that has no tensors
+    (no head mix: `head` and layer n_layers + n_stages are not there, as inspect says): it runs
+    with its stack's last layer, and is no site `--site head` picks."""
+    from hccli.model.layers import check_layer_range
+
+    head_mix = model.params.family == "v4"
+    if req.sites and "head" in req.sites and not head_mix:
+        raise HcError(f"--site head: {model.label} has no head mix (family {model.params.family}: each stack ends "
+                      "with a collapse, run with its last layer); expected attn or ffn")
+    layers = req.layers
+    if layers is not None:
+        layers = check_layer_range(layers, model.n_layers, model.n_stages, head_mix, model.label)
+
     def wanted(r: SiteRef) -> bool:
-        return (req.layers is None or r.layer in req.layers) and (req.sites is None or r.site in req.sites)
+        at = r.layer if r.has_params or r.stack == "stages" else model.n_layers - 1
+        return (layers is None or at in layers) and (req.sites is None or r.site in req.sites)
     if not any(wanted(r) for r in model.plan):
         from hccli.model.layers import format_ranges
 
-        have = format_ranges(sorted({r.layer for r in model.plan}))
+        have = format_ranges(sorted({r.layer for r in model.plan if r.has_params}))
         raise HcError(f"{model.label}: no site matches the --layers/--site given; its sites are at layers {have} "
-                      f"({', '.join(dict.fromkeys(r.site for r in model.plan))})")
+                      f"({', '.join(dict.fromkeys(r.site for r in model.plan if r.has_params))})")
     return wanted
 
 
@@ -142,7 +156,8 @@ def _row(cs: ChainSite, ref: ChainSite | None) -> SiteRow:
                     d = np.abs(s[step].astype(np.float64) - ref.steps[step].astype(np.float64))
                 drift[name] = float(np.nanmax(d)) if d.size else 0.0
     out = s.get("streams_out")
-    return SiteRow(cs.ref.key, cs.ref.layer, cs.ref.site, cs.ref.label, first("pre"), first("post"), first("comb"),
+    name = cs.ref.label if cs.ref.has_params else "collapse"  # V4.1's end of a stack: no head mix
+    return SiteRow(cs.ref.key, cs.ref.layer, cs.ref.site, name, first("pre"), first("post"), first("comb"),
                    rms(x), None if out is None else rms(out),
                    float(np.sqrt(np.mean(np.square(s["collapsed"].astype(np.float64))))), drift)
 

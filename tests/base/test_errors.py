@@ -99,8 +99,8 @@ def test_usage_and_input_errors_exit_2(tiny_ckpt, tmp_path):
 
 
 def test_measured_child_reports_exit_code(tiny_ckpt):
-    proc, _, peak = run_hc_process("inspect", tiny_ckpt, "--layer", "99")
-    assert proc.returncode == EXIT_INPUT and peak > 0 and "out of range" in proc.stderr
+    proc, _, peak = run_hc_process("inspect", tiny_ckpt, "--layers", "99")
+    assert proc.returncode == EXIT_INPUT and peak > 0 and "--layers 99: this model has" in proc.stderr
 
 
 def test_readme_lists_exactly_the_exit_codes():

@@ -88,7 +88,7 @@ def test_plot_and_save_refuse_the_checkpoint_directory_in_the_same_words(tmp_pat
     (ck / "sub").mkdir()
     (tmp_path / "link").symlink_to(ck)
     before = sorted(p.name for p in ck.rglob("*"))
-    args = KERNEL[:3] + ("--checkpoint", str(ck), "--layer", "1")
+    args = KERNEL[:3] + ("--checkpoint", str(ck), "--layers", "1")
     said = {flag: _refusal(tmp_path, args, flag, tmp_path / f"{where}{ext}")
             for flag, ext in (("--plot", ".png"), ("--save", ".safetensors"))}
     assert said["--plot"] == said["--save"] == (f"inside the checkpoint directory {ck}; hc never writes there, "

@@ -62,7 +62,7 @@ def test_cpu_mode_table(hc):
 
 @pytest.mark.parametrize("args,needle", [
     (["--impl", "fastest"], "unknown to hc bench"),
-    (["--device", "meta"], "not supported"),
+    (["--device", "meta"], "--device 'meta': expected cpu, cuda or cuda:N"),  # refused as parsed
     (["--eps", "-1"], "--eps -1.0: expected a finite number >= 0"),
     (["--hc-mult", "65"], "--hc-mult 65: expected at least 1 and at most 64"),
     (["--impl", "tilelang", "--tokens", "0"], "--tokens 0: expected at least 1"),

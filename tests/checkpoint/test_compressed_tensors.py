@@ -70,7 +70,7 @@ def test_diff_against_the_release_keeps_every_hc_value(saved, tmp_path):
 
 
 def test_run_kernel_reads_the_quantised_save(saved):
-    got = _json("run-kernel", "--checkpoint", saved, "--layer", 2, "--site", "attn", "--impl", "torch")
+    got = _json("run-kernel", "--checkpoint", saved, "--layers", 2, "--site", "attn", "--impl", "torch")
     assert got["params"]["hc_mult"] == 4 and "layers.2" in got["params"]["base_scale"]
 
 

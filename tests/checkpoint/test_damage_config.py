@@ -97,7 +97,7 @@ def test_run_site_sets_it_aside(beside):
 
 def test_run_kernel_sets_it_aside(beside):
     pytest.importorskip("torch")
-    r = run_hc("run-kernel", "--checkpoint", beside, "--layer", 1, "--json")
+    r = run_hc("run-kernel", "--checkpoint", beside, "--layers", 1, "--json")
     line = set_aside(r, beside)
     doc = r.json()
     assert "config.json not used" in doc["params"]["origin"] and doc["config_note"]["line"] == line

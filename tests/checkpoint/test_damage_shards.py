@@ -84,9 +84,9 @@ def test_json_finding_is_verify_s(release, tmp_path):
 
 def test_inspect_of_layers_the_shard_held_names_it(release, tmp_path):
     ck = without(release, tmp_path, LAYER0)
-    one_error(run_hc("inspect", ck, "--hc-layer", 0), LAYER0, "layers.0.hc_attn_fn")
-    one_error(run_hc("inspect", ck, "--stats", "--hc-layer", 0), LAYER0)
-    r = run_hc("inspect", ck, "--hc-layer", 1, "--json")  # a layer that is there
+    one_error(run_hc("inspect", ck, "--layers", 0, "--hc"), LAYER0, "layers.0.hc_attn_fn")
+    one_error(run_hc("inspect", ck, "--stats", "--layers", 0), LAYER0)
+    r = run_hc("inspect", ck, "--layers", 1, "--hc", "--json")  # a layer that is there
     said_once(r, LAYER0)
     assert [e["layer"] for e in r.json()["hc"]] == [1, 1]
 
@@ -122,8 +122,8 @@ def test_run_site_stops_the_stages_at_a_gone_shard_naming_it(release, tmp_path):
 def test_run_kernel_names_the_shard_of_its_site(release, tmp_path):
     pytest.importorskip("torch")
     ck = without(release, tmp_path, LAYER0)
-    one_error(run_hc("run-kernel", "--checkpoint", ck, "--layer", 0, "--site", "attn"), LAYER0, "layer 0")
-    r = run_hc("run-kernel", "--checkpoint", ck, "--layer", 1, "--json")  # a site that is there runs
+    one_error(run_hc("run-kernel", "--checkpoint", ck, "--layers", 0, "--site", "attn"), LAYER0, "layer 0")
+    r = run_hc("run-kernel", "--checkpoint", ck, "--layers", 1, "--json")  # a site that is there runs
     said_once(r, LAYER0)
     the_finding(r.json()["findings"], LAYER0)
 
@@ -198,4 +198,4 @@ def test_commands_that_need_the_whole_set_name_the_first_part(split_set):
     one_error(run_hc("diff", folder, folder), gone.name, "missing")
     one_error(run_hc("run-site", folder, "--tokens", 2), gone.name, "missing")
     pytest.importorskip("torch")
-    one_error(run_hc("run-kernel", "--checkpoint", folder, "--layer", 0), gone.name, "missing")
+    one_error(run_hc("run-kernel", "--checkpoint", folder, "--layers", 0), gone.name, "missing")

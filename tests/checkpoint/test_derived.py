@@ -229,7 +229,7 @@ def _release_copy(values: dict, out, config=None):
 
 
 def _same_kernel_output(derived, release, layer: int, site: str):
-    args = ("--layer", layer, "--site", site, "--hidden", "--tokens", 3, "--seed", 7, "--impl", "torch", "--json")
+    args = ("--layers", layer, "--site", site, "--hidden", "--tokens", 3, "--seed", 7, "--impl", "torch", "--json")
     a = run_hc("run-kernel", "--checkpoint", derived, *args)
     b = run_hc("run-kernel", "--checkpoint", release, *args)
     assert a.exit_code == 0 and b.exit_code == 0, (a.stderr, b.stderr)
@@ -249,7 +249,7 @@ def test_select_site_works_on_every_dialect(tf_save, gguf_file):
 
 def test_layer_selection_by_canonical_layer_number(tf_save, gguf_file):
     for path, prefix in ((gguf_file[0], "blk.2."), (tf_save[0], "model.layers.2.")):
-        names = [t["name"] for t in inspect_json(path, "--layer", 2, "--name", "*hc_*")["tensor_list"]]
+        names = [t["name"] for t in inspect_json(path, "--layers", 2, "--name", "*hc_*")["tensor_list"]]
         assert len(names) == 6 and all(n.startswith(prefix) for n in names), names
 
 
@@ -289,7 +289,7 @@ def test_gguf_type_the_package_cannot_decode_is_a_finding_not_a_crash(tmp_path):
     by = {f["code"]: f["message"] for f in doc["findings"]}
     assert "Q8_1" in by["hc_quantised"] and "cannot dequantise Q8_1" in by["hc_unchecked"]
     assert len(doc["hc"]) == len(EXPECTED_SITES)  # base and scale still read
-    r = run_hc("run-kernel", "--checkpoint", path, "--layer", 2, "--site", "attn", "--hidden")
+    r = run_hc("run-kernel", "--checkpoint", path, "--layers", 2, "--site", "attn", "--hidden")
     assert r.exit_code == 2 and "cannot dequantise Q8_1" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 

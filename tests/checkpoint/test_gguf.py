@@ -190,7 +190,7 @@ def test_run_kernel_takes_iterations_and_eps_from_the_gguf_metadata(tmp_path):
         w.write_kv_data_to_file()
         w.write_tensors_to_file()
         w.close()
-        r = run_hc("run-kernel", "--checkpoint", path, "--layer", 0, "--impl", "torch", "--json")
+        r = run_hc("run-kernel", "--checkpoint", path, "--layers", 0, "--impl", "torch", "--json")
         assert r.exit_code == 0, r.stderr
         docs[iters] = r.json()
     p = docs[3]["params"]

@@ -143,7 +143,7 @@ def test_metadata_arrays_are_not_fetched_over_the_hub(tmp_path, monkeypatch):
 
 def _every_command(path):
     return [run_hc("inspect", path, "--json"), run_hc("inspect", path, "--verify", "--json"),
-            run_hc("run-kernel", "--checkpoint", path, "--layer", 0, "--impl", "torch", "--json"),
+            run_hc("run-kernel", "--checkpoint", path, "--layers", 0, "--impl", "torch", "--json"),
             run_hc("diff", path, path)]
 
 
@@ -215,7 +215,7 @@ def split_set(tmp_path):
 
 
 def _kernel(path, *extra):
-    return run_hc("run-kernel", "--checkpoint", path, "--layer", 0, "--impl", "torch", "--json", *extra)
+    return run_hc("run-kernel", "--checkpoint", path, "--layers", 0, "--impl", "torch", "--json", *extra)
 
 
 def test_a_missing_part_warns_in_inspect_and_stops_run_kernel(split_set):
@@ -241,7 +241,7 @@ def test_a_fifo_part_is_refused_by_name_without_waiting(split_set):
     os.mkfifo(fifo)
     proc, seconds, _ = run_hc_process("inspect", first, "--json", timeout=120)
     assert proc.returncode == 0 and fifo.name in proc.stderr and "not a regular file" in proc.stderr
-    proc, seconds, _ = run_hc_process("run-kernel", "--checkpoint", first, "--layer", 0, "--impl", "torch",
+    proc, seconds, _ = run_hc_process("run-kernel", "--checkpoint", first, "--layers", 0, "--impl", "torch",
                                       timeout=120)
     assert proc.returncode == 2 and fifo.name in proc.stderr and "expected a .gguf file" in proc.stderr
 

@@ -81,7 +81,7 @@ def test_diff_against_the_release_keeps_every_hc_value(made, kind):
 
 
 def test_run_kernel_reads_the_site_as_the_release(made):
-    args = ("--layer", 3, "--site", "ffn", "--hidden", "--tokens", 3, "--seed", 7, "--impl", "torch")
+    args = ("--layers", 3, "--site", "ffn", "--hidden", "--tokens", 3, "--seed", 7, "--impl", "torch")
     a = _json("run-kernel", "--checkpoint", made["q4"], *args)
     b = _json("run-kernel", "--checkpoint", made["release"], *args)
     assert all(a[k] == b[k] for k in ("pre", "post", "comb"))

@@ -108,8 +108,8 @@ def test_concurrent_reads(hub, repos, monkeypatch, tmp_path):
 
 
 def test_run_kernel_from_a_remote_checkpoint(hub, repos):
-    rem = run_hc("run-kernel", "--checkpoint", "hf://org/tiny", "--layer", "3", "--site", "ffn", "--json")
-    loc = run_hc("run-kernel", "--checkpoint", repos["org/tiny"], "--layer", "3", "--site", "ffn", "--json")
+    rem = run_hc("run-kernel", "--checkpoint", "hf://org/tiny", "--layers", "3", "--site", "ffn", "--json")
+    loc = run_hc("run-kernel", "--checkpoint", repos["org/tiny"], "--layers", "3", "--site", "ffn", "--json")
     assert rem.exit_code == 0, rem.stderr
     assert rem.json()["params"]["hc_base"] == loc.json()["params"]["hc_base"]
     assert np.array_equal(np.array(rem.json()["comb"]), np.array(loc.json()["comb"]))

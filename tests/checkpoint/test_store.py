@@ -198,7 +198,7 @@ def test_a_config_named_as_the_checkpoint_is_called_a_config(ck, tmp_path, confi
 
     path = ck / "config.json" if config == "beside" else SAMPLES / config
     for args in (("inspect", path), ("inspect", path, "--verify"), ("diff", path, ck),
-                 ("run-kernel", "--checkpoint", path, "--layer", "1")):
+                 ("run-kernel", "--checkpoint", path, "--layers", "1")):
         line = one_error(run_hc(*args), f"{path}: is a model config, not a checkpoint",
                          f"hc count-params {path}", "--config")
         assert "weight_map" not in line, args

@@ -66,7 +66,7 @@ def test_failures_keep_their_exit_codes_and_end_normally(tiny, tmp_path):
     assert r.returncode == 2 and r.stdout == "" and "AT_EXIT" in r.stderr and "Traceback" not in r.stderr
     assert "TEARDOWN" in r.stderr
     r = _hc("count-params", "--layers", "99")
-    assert r.returncode == 2 and "layer 99" in r.stderr and "AT_EXIT" in r.stderr
+    assert r.returncode == 2 and "--layers 99" in r.stderr and "AT_EXIT" in r.stderr
 
 
 def test_importing_the_app_leaves_a_library_users_gc_alone():

@@ -9,7 +9,9 @@ from hccli.base.errors import HcError
 
 
 def test_layer_specs():
-    assert parse_layers("3-7,8, 14-15", "--layers") == {3, 4, 5, 6, 7, 8, 14, 15}
+    assert parse_layers("3-7,8, 14-15", "--layers").numbers == {3, 4, 5, 6, 7, 8, 14, 15}
+    spec = parse_layers("2,mtp.0-mtp.1,mtp.3,Head", "--layers")
+    assert (spec.numbers, spec.stages, spec.head, spec.text) == ({2}, {0, 1, 3}, True, "2,mtp.0-mtp.1,mtp.3,Head")
     assert parse_ranges("2-7,8", "--group") == ((2, 7), (8, 8))
 
 
@@ -19,10 +21,12 @@ def test_layer_specs():
     (",3", "empty item"),
     ("", "empty item"),
     ("7-3", "runs backwards"),
-    ("x", "not a layer number"),
-    ("3-", "not a layer number"),
-    ("-3", "not a layer number"),
-    ("9" * 5000, "not a layer number"),
+    ("x", "not a layer"),
+    ("3-", "not a layer"),
+    ("-3", "not a layer"),
+    ("mtp", "not a layer"),
+    ("mtp.1-0", "runs backwards"),
+    ("9" * 5000, "not a layer"),
     ("0-999999999", "past any model"),
 ])
 def test_bad_layer_specs(spec, words):
@@ -33,7 +37,7 @@ def test_bad_layer_specs(spec, words):
 
 
 def test_largest_layer_number_is_any_model_s_last():
-    assert max(parse_layers(f"0-{MAX_LAYER_NUMBER}", "--layers")) == MAX_LAYER_NUMBER
+    assert max(parse_layers(f"0-{MAX_LAYER_NUMBER}", "--layers").numbers) == MAX_LAYER_NUMBER
 
 
 def test_every_alias_names_a_canonical_name_of_the_core():
@@ -83,26 +87,28 @@ def test_core_errors_name_the_config_not_a_flag():
 
 @pytest.mark.parametrize("args, flag", [
     (["count-params", "--layers"], "--layers"),
-    (["inspect", "nowhere", "--layer"], "--layer"),
-    (["inspect", "nowhere", "--hc-layer"], "--hc-layer"),
+    (["inspect", "nowhere", "--layers"], "--layers"),
     (["diff", "a", "b", "--layers"], "--layers"),
     (["run-site", "nowhere", "--layers"], "--layers"),
-    (["run-kernel", "--layer"], "--layer"),
+    (["run-kernel", "--layers"], "--layers"),
 ])
 def test_every_layer_option_speaks_one_grammar(args, flag):
     # refused while the flags are parsed, before any file is looked for, in the words of the one parser
     r = run_hc(*args, "3,,5")
     assert (r.exit_code, r.stdout) == (2, "")
     assert r.stderr == f"hc: error: {flag} '3,,5': an empty item between commas; expected layer numbers or " \
-                       "ranges like 3-7, separated by single commas\n"
+                       "ranges like 3-7, mtp.N for a stage, head for the head mix, separated by single commas\n"
 
 
 def test_one_layer_options_take_the_grammar_but_one_layer():
     from hccli.cli.specs import parse_one_layer
 
-    assert parse_one_layer(" 7 ", "--layer") == parse_one_layer("7-7", "--layer") == 7
-    with pytest.raises(HcError, match="expected one layer number"):
-        parse_one_layer("2-3", "--layer")
+    assert parse_one_layer(" 7 ", "--layers").numbers == parse_one_layer("7-7", "--layers").numbers == {7}
+    assert parse_one_layer("mtp.1", "--layers").stages == {1}
+    with pytest.raises(HcError, match="expected one layer"):
+        parse_one_layer("2-3", "--layers")
+    with pytest.raises(HcError, match="the head mix has no Sinkhorn"):
+        parse_one_layer("head", "--layers")
 
 
 def test_a_command_with_flag_rules_checks_them_first():

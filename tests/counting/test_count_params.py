@@ -111,9 +111,9 @@ def test_by_layer_json():
 
 @pytest.mark.parametrize("args, words", [
     (["/nonexistent/config.json"], "no such file"),
-    (["--layers", "3-99"], "layer 99 out of range"),
+    (["--layers", "3-99"], "--layers 3-99: this model has layers 0-39 and mtp.0-mtp.2 (40-42); no head mix"),
     (["--layers", "7-3"], "runs backwards"),
-    (["--layers", "x"], "not a layer number"),
+    (["--layers", "x"], "not a layer"),
     (["--site", "mlp2"], "--site"),
     (["--component", "nope"], "--component"),
     (["--role", "boss"], "--role"),
@@ -156,7 +156,7 @@ def test_console_script_has_no_traceback_and_no_torch():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert "EXIT 2 IMPORTED []" in out.stdout, out.stdout + out.stderr
-    assert out.stderr.count("\n") == 1 and "layer 99 out of range" in out.stderr
+    assert out.stderr.count("\n") == 1 and "--layers 99: this model has layers 0-39" in out.stderr
 
 
 def test_count_params_and_model_do_not_import_torch():

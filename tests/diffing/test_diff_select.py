@@ -70,8 +70,7 @@ def test_a_layer_out_of_range_or_an_empty_selection_is_one_line(hc, pair, tmp_pa
     a, b = pair
     r = hc("diff", a, b, "--layers", "3,40")
     assert r.exit_code == 2 and r.stdout == ""
-    assert r.stderr.strip() == ("hc: error: layer 40 is out of range: A and B number their layers 0-8 "
-                                "(backbone 0-5, stages 6-7, head mix 8)")
+    assert r.stderr.strip() == "hc: error: --layers 3,40: this model has layers 0-5, mtp.0-mtp.1 (6-7) and head (8)"
     for bad in ("3,,5", "x"):
         r = hc("diff", a, b, "--layers", bad)
         assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1 and "--layers" in r.stderr
@@ -79,7 +78,8 @@ def test_a_layer_out_of_range_or_an_empty_selection_is_one_line(hc, pair, tmp_pa
     r = hc("diff", v41, v41, "--site", "head")
     assert r.exit_code == 2 and len(r.stderr.strip().splitlines()) == 1 and "no head mix" in r.stderr
     r = hc("diff", v41, v41, "--layers", "10")
-    assert r.exit_code == 2 and "0-9 (backbone 0-7, stages 8-9)" in r.stderr and "head" not in r.stderr
+    assert r.exit_code == 2 and r.stderr == ("hc: error: --layers 10: this model has layers 0-7 and mtp.0-mtp.1 (8-9); "
+                                             "no head mix\n")
 
 
 def test_where_other_tensors_sit():

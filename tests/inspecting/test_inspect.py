@@ -90,7 +90,7 @@ def test_human_output_and_tree(tiny_ckpt):
 
 
 def test_hc_layer_detail(tiny_ckpt):
-    r = run_hc("inspect", tiny_ckpt, "--hc-layer", "3")
+    r = run_hc("inspect", tiny_ckpt, "--layers", "3", "--hc")
     assert r.exit_code == 0
     assert "comb matrix from the base alone" in r.stdout and "layers.3 (layer 3), attn site" in r.stdout
     assert "layers.4" not in r.stdout.split("Hyper")[-1]
@@ -99,7 +99,7 @@ def test_hc_layer_detail(tiny_ckpt):
 @pytest.mark.parametrize("args, count, check", [
     (["--name", "*.hc_attn_base"], 10, lambda r: r["name"].endswith(".hc_attn_base")),
     (["--name", "layers.3.*", "--dtype", "f32"], 9, lambda r: r["dtype"] == "F32" and r["name"].startswith("layers.3.")),
-    (["--layer", "2-3", "--name", "*.hc_*"], 12, lambda r: r["name"].split(".")[1] in ("2", "3")),
+    (["--layers", "2-3", "--name", "*.hc_*"], 12, lambda r: r["name"].split(".")[1] in ("2", "3")),
     (["--dtype", "I64"], 0, None),
 ])
 def test_tensor_filters(tiny_ckpt, args, count, check):
@@ -150,8 +150,8 @@ def test_unreadable_checkpoints_exit_2(tmp_path):
 
 
 def test_layer_filter_out_of_range(tiny_ckpt):
-    r = run_hc("inspect", tiny_ckpt, "--layer", "40")
-    assert r.exit_code == 2 and "out of range" in r.stderr
+    r = run_hc("inspect", tiny_ckpt, "--layers", "40")
+    assert r.exit_code == 2 and "--layers 40: this model has layers 0-7" in r.stderr
 
 
 def test_nothing_written_into_a_read_only_checkpoint(tiny_ckpt, tmp_path):
@@ -160,7 +160,7 @@ def test_nothing_written_into_a_read_only_checkpoint(tiny_ckpt, tmp_path):
     for p in [ro, *ro.iterdir()]:
         os.chmod(p, 0o555 if p.is_dir() else 0o444)
     try:
-        for args in ([], ["--verify"], ["--json", "--verify"], ["--hc-layer", "2", "--tensors"]):
+        for args in ([], ["--verify"], ["--json", "--verify"], ["--layers", "2", "--hc", "--tensors"]):
             r = run_hc("inspect", ro, *args)
             assert r.exit_code == 0, r.stderr
         assert snapshot(ro) == before  # same names, sizes, mtimes and contents; nothing new
@@ -169,40 +169,38 @@ def test_nothing_written_into_a_read_only_checkpoint(tiny_ckpt, tmp_path):
             os.chmod(p, 0o755 if p.is_dir() else 0o644)
 
 
-@pytest.mark.parametrize("flag", ["--layer", "--hc-layer"])
+@pytest.mark.parametrize("view", [[], ["--hc"]])
 @pytest.mark.parametrize("spec, words", [("3,,5", "an empty item"), ("5-3", "runs backwards"),
-                                         ("x", "'x' is not a layer number"), ("1234567", "past any model")])
-def test_layer_specs_are_checked_once_in_the_cli(tiny_ckpt, flag, spec, words):
-    r = run_hc("inspect", tiny_ckpt, flag, spec)
+                                         ("x", "'x' is not a layer"), ("1234567", "past any model")])
+def test_layer_specs_are_checked_once_in_the_cli(tiny_ckpt, view, spec, words):
+    r = run_hc("inspect", tiny_ckpt, "--layers", spec, *view)
     assert r.exit_code == 2 and "Traceback" not in r.stderr
-    assert r.stderr.strip() == r.stderr.strip().splitlines()[0] and flag in r.stderr and words in r.stderr
+    assert r.stderr.strip() == r.stderr.strip().splitlines()[0] and "--layers" in r.stderr and words in r.stderr
 
 
 def test_layer_past_the_checkpoint_names_its_layers(tmp_path):
     ck = tiny(tmp_path / "v4", "tiny-v4.hf.json")  # 6 layers, 2 stages, the root head mix
-    r = run_hc("inspect", ck, "--hc-layer", "10")
+    r = run_hc("inspect", ck, "--layers", "10", "--hc")
     assert r.exit_code == 2 and "no hc_* tensors" not in r.stderr
-    assert "layer 10" in r.stderr and "0-8 (backbone 0-5, stages 6-7, head mix 8)" in r.stderr
-    assert "--hc-layer" not in r.stderr  # the core names layers, not flags
+    # the one out-of-range line of every command, quoting the option as typed (docs/CLI.md)
+    assert r.stderr == "hc: error: --layers 10: this model has layers 0-5, mtp.0-mtp.1 (6-7) and head (8)\n"
 
 
-@pytest.mark.parametrize("flag", ["--layer", "--hc-layer"])
-def test_v41_has_no_head_mix_number(tiny_ckpt, flag):
+@pytest.mark.parametrize("view", [[], ["--hc"]])
+def test_v41_has_no_head_mix_number(tiny_ckpt, view):
     """V4.1 (8 layers, 2 stages) numbers 0-9: 10 would be a head mix it does not have; the line is
     diff's, worded by the one check both commands use."""
-    r = run_hc("inspect", tiny_ckpt, flag, "10")
+    r = run_hc("inspect", tiny_ckpt, "--layers", "10", *view)
     assert r.exit_code == 2 and r.stdout == ""
-    assert r.stderr.strip().endswith("layer 10 is out of range: this checkpoint numbers its layers 0-9 "
-                                     "(backbone 0-7, stages 8-9)")
-    assert "head" not in r.stderr
-    assert run_hc("inspect", tiny_ckpt, flag, "9", "--json").exit_code == 0
+    assert r.stderr == "hc: error: --layers 10: this model has layers 0-7 and mtp.0-mtp.1 (8-9); no head mix\n"
+    assert run_hc("inspect", tiny_ckpt, "--layers", "9", *view, "--json").exit_code == 0
 
 
 def test_hc_layer_without_sites_says_where_they_are(tiny_ckpt):
     one = shard_of(tiny_ckpt, "layers.3.hc_attn_base")  # this shard holds no HC site of layer 0
     have = sorted({e["layer"] for e in run_hc("inspect", one, "--json").json()["hc"]})
     assert have and 0 not in have
-    r = run_hc("inspect", one, "--hc-layer", "0")
+    r = run_hc("inspect", one, "--layers", "0", "--hc")
     assert r.exit_code == 2 and "no HC sites at layer 0" in r.stderr
     from hccli.model.layers import format_ranges
 

@@ -85,8 +85,8 @@ def test_sites_past_the_values_inspect_reads_are_left_out_and_said(tmp_path, mon
     r = run_hc("inspect", path, "--json")
     assert r.exit_code == 0 and len(r.json()["hc"]) == 3
     lines = [x for x in r.stderr.splitlines() if x.strip()]
-    assert len(lines) == 1 and "1 of 4 HC sites left out" in lines[0] and "--hc-layer" in lines[0], r.stderr
-    one = run_hc("inspect", path, "--json", "--hc-layer", 1)  # a site of the layer left out, picked
+    assert len(lines) == 1 and "1 of 4 HC sites left out" in lines[0] and "--hc --layers" in lines[0], r.stderr
+    one = run_hc("inspect", path, "--json", "--layers", 1, "--hc")  # a site of the layer left out, picked
     assert one.exit_code == 0 and len(one.json()["hc"]) == 2 and one.stderr.strip() == ""
 
 

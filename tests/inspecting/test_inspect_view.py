@@ -28,7 +28,7 @@ def _lines(text: str) -> list[str]:
 
 
 def test_a_selection_prints_the_summary_line_and_its_rows_only(tiny_ckpt):
-    r = run_hc("inspect", tiny_ckpt, "--name", "*.hc_attn_*", "--layer", "3")
+    r = run_hc("inspect", tiny_ckpt, "--name", "*.hc_attn_*", "--layers", "3")
     assert r.exit_code == 0, r.stdout[-2000:]
     lines = _lines(r.stdout)
     assert lines[0].startswith(str(tiny_ckpt)) and "792 tensors" in lines[1]
@@ -40,7 +40,7 @@ def test_a_selection_prints_the_summary_line_and_its_rows_only(tiny_ckpt):
 
 
 def test_hc_layer_prints_those_sites_only(tiny_ckpt):
-    out = run_hc("inspect", tiny_ckpt, "--hc-layer", "3").stdout
+    out = run_hc("inspect", tiny_ckpt, "--layers", "3", "--hc").stdout
     assert "layers.3 (layer 3), attn site" in out and "layers.3 (layer 3), ffn site" in out
     assert "repeated" not in out and "Hyper-connections" not in out and "Bytes per dtype" not in out
     assert "layers.2 (" not in out
@@ -260,7 +260,7 @@ def test_stats_equal_numpy_over_the_stored_values(tiny_ckpt):
     for s in stats:
         with safe_open(str(tiny_ckpt / index[s["name"]]), framework="numpy") as f:
             _close(s, _want(f.get_tensor(s["name"])))
-    picked = run_hc("inspect", tiny_ckpt, "--stats", "--hc-layer", "2", "--json").json()["stats"]
+    picked = run_hc("inspect", tiny_ckpt, "--stats", "--layers", "2", "--json").json()["stats"]
     assert {s["layer"] for s in picked} == {2} and len(picked) == 6
     out = run_hc("inspect", tiny_ckpt, "--stats").stdout
     assert "layers.0.hc_attn_fn" in out and "non-finite" in out and "Hyper-connections" not in out

@@ -124,7 +124,7 @@ def notes(ck, gguf: bool = False) -> dict[str, tuple[dict, str]]:
     r = run_hc("inspect", ck, "--json")
     assert r.exit_code == 0, r.stderr
     out["inspect"] = (r.json()["config_note"], r.stderr)
-    r = run_hc("run-kernel", "--checkpoint", ck, "--layer", 1, "--json")
+    r = run_hc("run-kernel", "--checkpoint", ck, "--layers", 1, "--json")
     assert r.exit_code == 0, r.stderr
     doc = r.json()
     assert "no config.json" not in r.stdout + r.stderr  # there is one; it is not used
@@ -168,7 +168,7 @@ def test_human_output_says_config_json_not_used(tmp_path, release):
     (ck / "config.json").write_bytes(inference(hc_mult=0, hc_sinkhorn_iters=7))
     r = run_hc("inspect", ck)
     assert r.exit_code == 0 and "(directory, config.json not used)" in r.stdout and "no config.json" not in r.stdout
-    r = run_hc("run-kernel", "--checkpoint", ck, "--layer", 1)
+    r = run_hc("run-kernel", "--checkpoint", ck, "--layers", 1)
     assert r.exit_code == 0 and "20 Sinkhorn iterations" in r.stdout and "no config.json" not in r.stdout
     assert "config.json not used" in r.stdout and "warning: config.json not used" in r.stderr
 
@@ -184,7 +184,7 @@ def notes_of_good(ck):
     out = {}
     r = run_hc("inspect", ck, "--json")
     out["inspect"] = (r.json()["config_note"], r.stderr)
-    r = run_hc("run-kernel", "--checkpoint", ck, "--layer", 1, "--json")
+    r = run_hc("run-kernel", "--checkpoint", ck, "--layers", 1, "--json")
     out["run-kernel"] = (r.json()["config_note"], r.stderr)
     r = run_hc("diff", ck, ck, "--json")
     out["diff"] = (r.json()["config_note_a"], r.stderr)

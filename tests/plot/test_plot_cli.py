@@ -105,7 +105,7 @@ def test_count_params_never_plots_into_a_checkpoint(mpl, tmp_path):
 
 # --- run-kernel ---
 
-@pytest.mark.parametrize("limit, shown", [(3, 3), (0, 1), (20, 8)])
+@pytest.mark.parametrize("limit, shown", [(3, 3), (1, 1), (20, 8)])  # --limit 0 is refused (docs/CLI.md)
 def test_run_kernel_plot_draws_its_json(mpl, spy, tmp_path, limit, shown):
     pytest.importorskip("torch")
     drawn = spy("hccli.plot.kernel", "plot_kernel")
@@ -134,11 +134,11 @@ def test_run_kernel_plot_of_a_checkpoint_site_beside_the_tables(mpl, spy, tmp_pa
     ck = tiny(tmp_path / "ck")
     drawn = spy("hccli.plot.kernel", "plot_kernel")
     out = tmp_path / "k.svg"
-    r = run_hc("run-kernel", "--impl", "torch", "--checkpoint", ck, "--layer", "1", "--site", "ffn", "--plot", out)
+    r = run_hc("run-kernel", "--impl", "torch", "--checkpoint", ck, "--layers", "1", "--site", "ffn", "--plot", out)
     assert r.exit_code == 0 and "token 0" in r.stdout, r.stderr
     ET.fromstring(out.read_bytes())
     assert one_line(r).startswith(f"wrote {out} (") and one_line(r).endswith(" pt SVG)")
-    doc = run_hc("run-kernel", "--impl", "torch", "--checkpoint", ck, "--layer", "1", "--site", "ffn", "--json").json()
+    doc = run_hc("run-kernel", "--impl", "torch", "--checkpoint", ck, "--layers", "1", "--site", "ffn", "--json").json()
     texts = [t.get_text() for t in drawn[0].figure.texts]
     assert any(doc["params"]["base_scale"] in t for t in texts)  # whose base and scale made these matrices
 
@@ -148,7 +148,7 @@ def test_run_kernel_never_plots_into_the_checkpoint(mpl, tmp_path):
     before = sorted(p.name for p in ck.iterdir())
     (tmp_path / "link").symlink_to(ck)
     for target in (ck / "x.png", tmp_path / "link" / "x.svg"):
-        r = run_hc("run-kernel", "--impl", "torch", "--checkpoint", ck, "--layer", "1", "--plot", target)
+        r = run_hc("run-kernel", "--impl", "torch", "--checkpoint", ck, "--layers", "1", "--plot", target)
         assert r.exit_code == 2 and r.stdout == ""  # refused before the kernel ran
         assert "inside the checkpoint directory" in one_line(r)
         assert one_line(r).startswith(f"hc: error: --plot {target}: ")

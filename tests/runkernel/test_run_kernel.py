@@ -73,7 +73,7 @@ def test_mixes_from_a_file(tmp_path, suffix):
 
 def test_base_and_scale_from_a_checkpoint(tmp_path):
     ck = tiny(tmp_path / "ck")
-    doc = run_hc("run-kernel", "--checkpoint", ck, "--layer", 3, "--site", "ffn", "--tokens", 9, "--json").json()
+    doc = run_hc("run-kernel", "--checkpoint", ck, "--layers", 3, "--site", "ffn", "--tokens", 9, "--json").json()
     insp = run_hc("inspect", ck, "--json").json()
     site = next(e for e in insp["hc"] if e["layer"] == 3 and e["site"] == "ffn")
     assert doc["params"]["hc_base"] == site["base"] and doc["params"]["hc_scale"] == site["scale"]
@@ -86,13 +86,13 @@ def test_base_and_scale_from_a_checkpoint(tmp_path):
 def test_checkpoint_without_config_uses_shapes_and_defaults(tmp_path):
     ck = tiny(tmp_path / "ck")
     (ck / "config.json").unlink()
-    doc = run_hc("run-kernel", "--checkpoint", ck, "--layer", 8, "--json").json()  # a DSpark stage
+    doc = run_hc("run-kernel", "--checkpoint", ck, "--layers", 8, "--json").json()  # a DSpark stage
     assert "shapes" in doc["params"]["origin"] and doc["params"]["sinkhorn_iters"] == 20
 
 
 def test_hidden_state_runs_the_whole_pre_stage(tmp_path):
     ck = tiny(tmp_path / "ck")
-    doc = run_hc("run-kernel", "--checkpoint", ck, "--layer", 2, "--hidden", "--tokens", 3, "--json").json()
+    doc = run_hc("run-kernel", "--checkpoint", ck, "--layers", 2, "--hidden", "--tokens", 3, "--json").json()
     assert doc["tokens"] == 3 and "hc_attn_fn" in doc["input"] and "norm_eps 1e-20" in doc["input"]
     # recompute the mixes by hand from the checkpoint's hc_fn and the same seeded hidden state
     from safetensors import safe_open
@@ -143,13 +143,13 @@ def test_save_golden_vectors(tmp_path):
     (None, ["--mixes", "{p}/nope.npy"], "nope.npy"),
     (None, ["--impl", "tilelang"], "CUDA GPU"),
     (None, ["--impl", "fastest"], "unknown"),
-    (None, ["--layer", "3"], "needs --checkpoint"),
-    (None, ["--checkpoint", "{p}/ck", "--layer", "x"], "--layer 'x': 'x' is not a layer number"),  # as inspect's
-    (None, ["--checkpoint", "{p}/ck", "--layer", "2-3"], "--layer '2-3': expected one layer number"),
-    (None, ["--site", "head", "--checkpoint", "{p}/ck", "--layer", "1"], "no Sinkhorn"),
-    (None, ["--checkpoint", "{p}/ck", "--layer", "30"], "no hc_attn_* tensors for layer 30"),
-    (None, ["--checkpoint", "{p}/ck"], "--layer"),
-    (None, ["--save", "{p}/ck/out.safetensors", "--checkpoint", "{p}/ck", "--layer", "1"], "never writes there"),
+    (None, ["--layers", "3"], "needs --checkpoint"),
+    (None, ["--checkpoint", "{p}/ck", "--layers", "x"], "--layers 'x': 'x' is not a layer"),  # as inspect's
+    (None, ["--checkpoint", "{p}/ck", "--layers", "2-3"], "--layers '2-3': expected one layer"),
+    (None, ["--site", "head", "--checkpoint", "{p}/ck", "--layers", "1"], "no Sinkhorn"),
+    (None, ["--checkpoint", "{p}/ck", "--layers", "30"], "--layers 30: this model has layers"),
+    (None, ["--checkpoint", "{p}/ck"], "--layers"),
+    (None, ["--save", "{p}/ck/out.safetensors", "--checkpoint", "{p}/ck", "--layers", "1"], "never writes there"),
     (lambda p: np.save(p / "m.npy", np.zeros((2, 24), np.float32)), ["--tokens", "3", "--mixes", "{p}/m.npy"],
      "give one"),
     (None, ["--iters", "0"], "at least 1"),

@@ -210,6 +210,6 @@ def test_site_without_base_or_scale_is_named(tmp_path, tiny_release, fmt, site, 
         ck, spelled = _drop_from_gguf(tmp_path, canonical)
         stored = spelled[part].format(s=site)
     for extra in ([], ["--hidden"]):
-        refused("--checkpoint", ck, "--layer", 1, "--site", site, *extra,
+        refused("--checkpoint", ck, "--layers", 1, "--site", site, *extra,
                 words=[str(ck), f"'{stored}'", f"the {site} site of layers.1 (layer 1)", "not in the checkpoint",
                        f"expected hc_{site}_{part}"])

@@ -121,7 +121,7 @@ def test_registry_falls_back_to_the_eager_chain_without_a_gpu(monkeypatch):
 
 @pytest.mark.parametrize("args,message", [
     (("--op", "site-mix"), "--op 'site-mix' is unknown"),
-    (("--op", "site-pre", "--dtype", "f16"), "--dtype 'f16'"),
+    (("--op", "site-pre", "--stream-dtype", "f16"), "--stream-dtype 'f16'"),
     (("--op", "site-pre", "--hc-mult", "3"), "hc 4 only"),
     (("--op", "site-write", "--device", "cpu"), "device cpu"),
 ])

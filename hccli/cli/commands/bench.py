@@ -8,8 +8,8 @@ import typer
 
 from hccli.cli.app import app
 from hccli.cli.flag_rules import check_flags
-from hccli.cli.kernel_options import EpsOpt, HcMultOpt, ItersOpt, SeedOpt, TokenListOpt, check_eps, one_of
-from hccli.cli.options import Choice, JsonOpt, at_least, choice_option, device_option
+from hccli.cli.kernel_options import EpsOpt, HcMultOpt, ItersOpt, SeedOpt, TokenListOpt, one_of
+from hccli.cli.options import Choice, JsonOpt, at_least, choice_option, device_option, non_negative
 from hccli.base.limits import MAX_BENCH_REPS, MAX_BENCH_WARMUP
 from hccli.bench.requests import BenchRequest, SiteBenchRequest
 from hccli.kernels.registry import TIMED, canonical
@@ -31,7 +31,7 @@ EPILOG = """Examples:
 
   hc bench --op site-pre --json > pre.json        # the site's pre step: eager, TileKernels, site_pre
 
-  hc bench --op site-write --dim 4096 --dtype float32
+  hc bench --op site-write --dim 4096 --stream-dtype f32
 """
 
 class Op(Choice):
@@ -64,10 +64,11 @@ def bench_cmd(
                       "hc 4).") = Op.split,
     dim: Annotated[int, typer.Option("--dim", callback=at_least("--dim", 1),
                                      help="Features per stream for --op site-* (default 5120).")] = 5120,
-    dtype: choice_option(Stream, "--dtype", metavar="[bf16|f32]",  # torch's names accepted, not listed
-                         refuse=lambda v: f"--dtype {v!r}: expected bf16 or f32 (the streams' dtype)",
+    # --stream-dtype, not --dtype: inspect's --dtype is a stored dtype (F32, BF16); this is a compute one
+    dtype: choice_option(Stream, "--stream-dtype", metavar="[bf16|f32]",  # torch's names accepted, not listed
+                         refuse=lambda v: f"--stream-dtype {v!r}: expected bf16 or f32 (the streams' dtype)",
                          help="The streams' dtype for --op site-*: bf16 (default) or f32.") = Stream.bf16,
-    norm_eps: Annotated[Optional[float], typer.Option("--norm-eps", callback=check_eps,
+    norm_eps: Annotated[Optional[float], typer.Option("--norm-eps", callback=non_negative("--norm-eps"),
                                                       help="The RMS statistic's eps for --op site-pre (default "
                                                       "1e-20, V4.1-Flash's).")] = None,
     tokens: TokenListOpt = None,

@@ -13,7 +13,7 @@ from hccli.cli.render import count as render_count
 from hccli.cli.app import app
 from hccli.cli.flag_rules import check_flags
 from hccli.cli.options import (ComponentsOpt, GroupOpt, JsonOpt, LayersOpt, PlotOpt, RolesOpt, SitesOpt,
-                               Choice, check_plot, choice_option)
+                               Choice, check_plot, choice_option, layer_spec)
 from hccli.cli.output import emit, json_document, note, safe
 
 EPILOG = """Examples:
@@ -81,7 +81,7 @@ def count_params(
     if plot is not None:
         check_plot(plot, forbidden_dir=guard)
     report = count_report.build_report(
-        config, layers=layers, groups=group, roles=role, sites=site, components=component,
+        config, layers=layer_spec(layers), groups=group, roles=role, sites=site, components=component,
         stages=stages, by_layer=by_layer, model=model,
     )
     emit(report, json_out, lambda: render_count.renderables(report))

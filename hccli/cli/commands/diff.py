@@ -6,7 +6,8 @@ from typing import Annotated, Optional
 import typer
 
 from hccli.cli.app import app
-from hccli.cli.options import Choice, JsonOpt, LayersOpt, PlotOpt, SitesOpt, listed, seed_option, tokens_option
+from hccli.cli.options import (Choice, JsonOpt, LayersOpt, PlotOpt, SitesOpt, at_least, input_file, layer_spec,
+                               listed, non_negative, seed_option, tokens_option)
 
 EPILOG = """Examples:
 
@@ -34,20 +35,22 @@ def diff_cmd(
     a: Annotated[str, typer.Argument(help="The reference checkpoint: a directory, index .json, .safetensors, "
                                           ".gguf (or split set / folder), or hf://org/name.", show_default=False)],
     b: Annotated[str, typer.Argument(help="The checkpoint to compare with it, in any dialect.", show_default=False)],
-    atol: Annotated[float, typer.Option("--atol", help="Absolute tolerance for HC values (default: bit-identical).",
-                                        min=0.0)] = 0.0,
-    rtol: Annotated[float, typer.Option("--rtol", help="Relative tolerance, against A's value.", min=0.0)] = 0.0,
+    atol: Annotated[float, typer.Option("--atol", callback=non_negative("--atol"),
+                                        help="Absolute tolerance for HC values (default: bit-identical).")] = 0.0,
+    rtol: Annotated[float, typer.Option("--rtol", callback=non_negative("--rtol"),
+                                        help="Relative tolerance, against A's value.")] = 0.0,
     values: Annotated[Values, typer.Option("--values", metavar=listed(Values), help="hc: read only the HC tensors; all: also compare every "
                                            "tensor both hold, streamed.")] = Values.hc,
     tokens: tokens_option("Sample hidden states sent through each side's fn.", 0, 4096) = 16,
     seed: seed_option("Seed of the sample hidden states.") = 0,
-    config_a: Annotated[Optional[Path], typer.Option("--config-a", help="config.json for A (default: beside it).")
-                        ] = None,
-    config_b: Annotated[Optional[Path], typer.Option("--config-b", help="config.json for B (default: beside it).")
-                        ] = None,
+    config_a: Annotated[Optional[Path], typer.Option("--config-a", callback=input_file("--config-a"),
+                                                     help="config.json for A (default: beside it).")] = None,
+    config_b: Annotated[Optional[Path], typer.Option("--config-b", callback=input_file("--config-b"),
+                                                     help="config.json for B (default: beside it).")] = None,
     layers: LayersOpt = None,
     sites: SitesOpt = None,
-    limit: Annotated[int, typer.Option("--limit", help="HC rows to print (worst first).", min=1)] = 20,
+    limit: Annotated[int, typer.Option("--limit", callback=at_least("--limit", 1),
+                                       help="HC rows to print (worst first; at least 1).")] = 20,
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
@@ -75,7 +78,7 @@ def diff_cmd(
             if Path(side).exists():
                 check_plot(plot, forbidden_dir=Path(side))
     request = DiffRequest(atol=atol, rtol=rtol, tokens=tokens, seed=seed, values_all=values is Values.all,
-                          layers=layers, sites=frozenset(sites) if sites else None)
+                          layers=layer_spec(layers), sites=frozenset(sites) if sites else None)
     # each side's warnings as soon as it is open: a config set aside may be why B fails, or why they differ
     with open_view(a, config_a, whole=True) as va:
         damage_warnings(va.damage, va.config_note)

@@ -8,8 +8,8 @@ from hccli.cli.flag_rules import check_flags
 from hccli.cli.inspect_options import (
     ConfigOpt,
     DtypeOpt,
-    HcLayerOpt,
-    LayerOpt,
+    HcOpt,
+    LayersOpt,
     LimitOpt,
     MetadataOpt,
     NameOpt,
@@ -20,7 +20,7 @@ from hccli.cli.inspect_options import (
     TreeOpt,
     VerifyOpt,
 )
-from hccli.cli.options import JsonOpt, PlotOpt
+from hccli.cli.options import JsonOpt, PlotOpt, layer_spec
 from hccli.base.errors import EXIT_FINDINGS
 
 EPILOG = """Examples:
@@ -33,11 +33,11 @@ EPILOG = """Examples:
 
   hc inspect /tmp/tiny --tree                      # the tensors, repeated numbered blocks collapsed
 
-  hc inspect /tmp/tiny --name '*.hc_attn_*' --layer 2-3
+  hc inspect /tmp/tiny --name '*.hc_attn_*' --layers 2-3
 
   hc inspect /tmp/tiny/model.safetensors.index.json --dtype F32 --json
 
-  hc inspect /tmp/tiny --hc-layer 3                 # comb offsets and the comb matrix of layer 3
+  hc inspect /tmp/tiny --layers 3 --hc              # comb offsets and the comb matrix of layer 3
 
   hc inspect /tmp/tiny --stats                      # min, max, mean, std, non-finite of every HC tensor
 
@@ -62,11 +62,11 @@ def inspect_cmd(
     config: ConfigOpt = None,
     verify: VerifyOpt = False,
     name: NameOpt = None,
-    layer: LayerOpt = None,
+    layers: LayersOpt = None,
     dtype: DtypeOpt = None,
     tensors: TensorsOpt = False,
     limit: LimitOpt = 50,
-    hc_layer: HcLayerOpt = None,
+    hc: HcOpt = False,
     tree: TreeOpt = False,
     quiet: QuietOpt = False,
     metadata: MetadataOpt = False,
@@ -79,7 +79,7 @@ def inspect_cmd(
     A summary (shards, tensors, stored bytes, bytes per dtype, logical parameters)
     and the hyper-connection section: per layer and site the scale values, the base
     split into pre/post/comb offsets, and the comb matrix the base alone yields
-    (mixes = 0). A selection (--name, --layer, --dtype, --tensors, --hc-layer,
+    (mixes = 0). A selection (--name, --layers, --dtype, --tensors, --hc,
     --metadata, --stats) prints the summary line and what it selects only; --tree
     adds the tree of tensors. Nothing is ever written into the checkpoint's directory.
     """
@@ -95,8 +95,13 @@ def inspect_cmd(
     from hccli.cli.output import damage_warnings, emit, note, progress_bar, safe
     from hccli.inspecting.report import InspectRequest, build_inspect
 
-    request = InspectRequest(config=config, name_glob=name, dtype=dtype, list_tensors=tensors, layers=layer,
-                             hc_layers=hc_layer, run_verify=verify, metadata=metadata)
+    # --layers picks the HC sites where --hc or --stats shows them, and the tensors listed where a
+    # list is asked for (by --tensors, --name, --dtype, or by --layers alone)
+    layers, sites_view = layer_spec(layers), hc or stats
+    listing = tensors or name is not None or dtype is not None or not sites_view
+    request = InspectRequest(config=config, name_glob=name, dtype=dtype, list_tensors=tensors,
+                             layers=layers if listing else None, hc_layers=layers if sites_view else None,
+                             run_verify=verify, metadata=metadata)
     with progress_bar("reading headers", enabled=not json_out) as tick:
         report = build_inspect(path, request, progress=tick)
     if stats:
@@ -125,8 +130,8 @@ def inspect_cmd(
         from hccli.cli.render import inspect as render_inspect
 
         filters = ", ".join(f for f in (f"name {name}" if name else "", f"dtype {dtype}" if dtype else "",
-                                        "layers selected" if layer is not None else "") if f)
-        view = render_inspect.View(tree=tree, quiet=quiet, detail=hc_layer is not None, limit=limit, filters=filters)
+                                        "layers selected" if layers is not None and listing else "") if f)
+        view = render_inspect.View(tree=tree, quiet=quiet, detail=hc, limit=limit, filters=filters)
         return render_inspect.renderables(report, view)
 
     emit(doc, json_out, render)

@@ -10,7 +10,7 @@ from hccli.cli.app import app
 from hccli.cli.flag_rules import check_flags
 from hccli.cli.kernel_options import (CompareOpt, ConfigOpt, DeviceOpt, EpsOpt, HcMultOpt, HiddenFileOpt, ImplOpt,
                                       Impl, ItersOpt, KernelSite, LayerOpt, MixesOpt, SeedOpt, SiteOpt, TokensOpt)
-from hccli.cli.options import JsonOpt, PlotOpt, at_least
+from hccli.cli.options import JsonOpt, PlotOpt, at_least, non_negative
 from hccli.base.errors import HcError
 
 EPILOG = """Examples:
@@ -21,9 +21,9 @@ EPILOG = """Examples:
 
   hc run-kernel --mixes mixes.npy                 # .safetensors (tensor `mixes`), .npy or .json
 
-  hc run-kernel --checkpoint /tmp/tiny --layer 3 --site ffn        # a model's own base and scale
+  hc run-kernel --checkpoint /tmp/tiny --layers 3 --site ffn       # a model's own base and scale
 
-  hc run-kernel --checkpoint /tmp/tiny --layer 3 --hidden          # the whole pre stage, with its hc_fn
+  hc run-kernel --checkpoint /tmp/tiny --layers 3 --hidden         # the whole pre stage, with its hc_fn
 
   hc run-kernel --impl torch --save golden.safetensors             # golden vectors for a port
 
@@ -62,7 +62,7 @@ def run_kernel_cmd(
     mixes: MixesOpt = None,
     checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="Take hc_base, hc_scale (and hc_fn) "
                                                       "from this checkpoint (a path, or hf://org/name).")] = None,
-    layer: LayerOpt = None,
+    layers: LayerOpt = None,
     site: SiteOpt = KernelSite.attn,
     hidden: Annotated[bool, typer.Option("--hidden", help="Start from a random hidden state \\[tokens, hc, dim] "
                                          "and compute the mixes as the model does.")] = False,
@@ -73,14 +73,15 @@ def run_kernel_cmd(
     hc_mult: HcMultOpt = None,
     iters: ItersOpt = None,
     eps: EpsOpt = None,
-    limit: Annotated[int, typer.Option("--limit", callback=at_least("--limit", 0), help="Tokens to print "
-                                       "(and to draw with --plot: at least 1, at most 8).")] = 4,
+    limit: Annotated[int, typer.Option("--limit", callback=at_least("--limit", 1), help="Tokens to print, at "
+                                       "least 1 (and to draw with --plot: at most 8).")] = 4,
     save: Annotated[Optional[Path], typer.Option("--save", readable=False,  # written, never read: safe_write's rules
                                                  help="Write inputs and outputs as golden vectors "
                                                  "to this .safetensors file.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --save file.")] = False,
     compare: CompareOpt = None,
-    atol: Annotated[float, typer.Option("--atol", help="With --compare: the largest absolute difference that "
+    atol: Annotated[float, typer.Option("--atol", callback=non_negative("--atol"),
+                                        help="With --compare: the largest absolute difference that "
                                         "still counts as equal (default 0: bit for bit).")] = 0.0,
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
@@ -109,7 +110,7 @@ def run_kernel_cmd(
     from hccli.runkernel.run import Overrides, prepare, run, save_golden
 
     source = _source(tokens, seed, mixes, hidden, hidden_file, dim)
-    where = _site(checkpoint, layer, site)
+    where = _site(checkpoint, layers, site)
     protect = Path(checkpoint) if checkpoint else None
     if save is not None:
         from hccli.base.safe_write import FileExists

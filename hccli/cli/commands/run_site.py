@@ -9,7 +9,7 @@ from hccli.cli.app import app
 from hccli.cli.flag_rules import check_flags
 from hccli.cli.kernel_options import DeviceOpt, SeedOpt
 from hccli.cli.options import (Choice, JsonOpt, LayersOpt, PlotOpt, SitesOpt, choice_option, config_option,
-                               input_file, listed, tokens_option)
+                               input_file, layer_spec, listed, non_negative, tokens_option)
 from hccli.base.errors import HcError
 from hccli.kernels.registry import IMPL_NAMES
 
@@ -86,7 +86,8 @@ def run_site_cmd(
     compare: Annotated[Optional[Path], typer.Option(
         "--compare", callback=input_file("--compare"),
         help="Re-run the inputs of a --save file and compare every step (exit 1 beyond --atol).")] = None,
-    atol: Annotated[float, typer.Option("--atol", help="With --compare: the largest absolute difference that "
+    atol: Annotated[float, typer.Option("--atol", callback=non_negative("--atol"),
+                                        help="With --compare: the largest absolute difference that "
                                         "still counts as equal (default 0: bit for bit).")] = 0.0,
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
@@ -128,7 +129,7 @@ def run_site_cmd(
         check_plot(plot, forbidden_dir=protected(source))
     model = open_model(source, config, seed)
     damage_warnings(model.findings, model.config_note)  # before the run: it may be why the run fails
-    req = RunRequest(tokens, seed, streams, sublayer, layers, tuple(sites) if sites else None, precision.value, impl,
+    req = RunRequest(tokens, seed, streams, sublayer, layer_spec(layers), tuple(sites) if sites else None, precision.value, impl,
                      device)
     report = run_site(model, req, save, force=force)
     emit(report, json_out, lambda: render_site.renderables(report))

@@ -35,7 +35,7 @@ class View:
 
     tree: bool = False  # --tree
     quiet: bool = False  # --verify -q: the verdict and the findings only
-    detail: bool = False  # --hc-layer: those sites in full
+    detail: bool = False  # --hc: the sites in full
     limit: int = 50  # rows of the tensor list
     filters: str = ""  # the tensor selection, in words
 
@@ -117,7 +117,7 @@ def _rows(r: InspectReport, limit: int, filters: str) -> Iterator[Any]:
 
 
 def _hc_table(r: InspectReport) -> Iterator[Any]:
-    t = Table(title="Hyper-connections (--hc-layer L for the full split; --json for every value)",
+    t = Table(title="Hyper-connections (--hc for the full split; --json for every value)",
               title_justify="left", show_edge=False)
     for col in ("layer", "site", "scale", "comb diagonal, base alone"):
         t.add_column(col, no_wrap=col in ("layer", "site"))
@@ -217,7 +217,7 @@ def _follow_line(g: Any) -> str:
 
 
 def renderables(r: InspectReport, view: View = View()) -> Iterator[Any]:
-    """The plain inspect: the summary and the HC table. A selection (tensors, --hc-layer sites,
+    """The plain inspect: the summary and the HC table. A selection (tensors, --hc sites,
     --metadata, --stats): the summary line and what it selects only. --tree adds the tree; -q
     (with --verify) leaves the verdict and the findings alone."""
     if view.quiet:
