@@ -115,18 +115,18 @@ def comb_env(m: np.ndarray, scale: np.ndarray, base: np.ndarray, comb: np.ndarra
 
 
 def comb_carried(split64, m: np.ndarray, m_env: np.ndarray, hc: int) -> np.ndarray:
-    """sum_i |d comb / d mixes_i| * m_env_i over the comb's mixes, by central differences in float64;
-    split64(mixes) -> comb is the site's split (its scale, base, iterations and eps)."""
+    """sum_i |d comb / d mixes_i| * m_env_i over the comb's mixes, by forward differences in float64
+    (one pass over every token and direction at once); split64(mixes) -> comb is the site's split
+    (its scale, base, iterations and eps)."""
     m64 = m.astype(np.float64)
-    cols = range(2 * hc, m.shape[1])
-    h = 1e-6 * np.maximum(1.0, np.abs(m64[:, 2 * hc:]))  # [T, hc*hc]
-    up = np.repeat(m64[None], len(cols), axis=0)
-    down = up.copy()
-    for a, c in enumerate(cols):
-        up[a, :, c] += h[:, a]
-        down[a, :, c] -= h[:, a]
+    w = hc * hc
+    h = 1e-7 * np.maximum(1.0, np.abs(m64[:, 2 * hc:]))  # [T, hc*hc]
+    stack = np.repeat(m64[None], w + 1, axis=0)
+    for a in range(w):
+        stack[1 + a, :, 2 * hc + a] += h[:, a]
     with np.errstate(all="ignore"):
-        d = (split64(up) - split64(down)) / (2 * h.T[:, :, None, None])  # [hc*hc, T, hc, hc]
+        c = split64(stack)
+        d = (c[1:] - c[0]) / h.T[:, :, None, None]  # [hc*hc, T, hc, hc]
     d = np.nan_to_num(np.abs(d), nan=np.inf)
     return np.einsum("atjk,ta->tjk", d, m_env[:, 2 * hc:].astype(np.float64))
 

@@ -1,13 +1,16 @@
 """`hc check-port`: does a port compute the HC site right? Its outputs against golden site vectors."""
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Optional
 
 import typer
 
 from hccli.cli.app import app
 from hccli.cli.kernel_options import _input_file
-from hccli.cli.options import JsonOpt
+from hccli.cli.options import JsonOpt, _choices
+from hccli.port.mistakes import SHIPPED
+
+_accept_callback = _choices({k: k for k in SHIPPED}, ", ".join(SHIPPED))
 
 EPILOG = """Examples:
 
@@ -17,7 +20,10 @@ EPILOG = """Examples:
 
   hc check-port port.safetensors --golden golden.safetensors --json
 
-Exit status: 0 the port matches within float32 rounding, 1 it departs, 2 bad input.
+  hc check-port tf.safetensors --golden golden.safetensors --accept bf16-write-back   # transformers' own
+
+Exit status: 0 the port matches within float32 rounding (given the accepted variants), 1 it departs,
+2 bad input.
 """
 
 
@@ -28,6 +34,10 @@ def check_port_cmd(
                                               "(LAYER.SITE.STEP, any subset of the steps).")],
     golden: Annotated[Path, typer.Option("--golden", callback=_input_file("--golden"), show_default=False,
                                          help="Golden site vectors written by `hc run-site --save`.")],
+    accept: Annotated[Optional[list[str]], typer.Option(
+        "--accept", callback=_accept_callback, show_default=False,
+        help="A variant a library ships on purpose, taken as the reference so that the rest of the port is "
+             "judged: " + ", ".join(f"{k} ({m.shipped})" for k, m in SHIPPED.items()) + ".")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Compare a port's HC site outputs with golden vectors step by step; name the first step that
@@ -39,7 +49,7 @@ def check_port_cmd(
 
     g = read_golden(golden)
     steps, ignored = read_port(port, g)
-    report = check_port(g, steps, str(port), ignored)
+    report = check_port(g, steps, str(port), ignored, tuple(accept or ()))
     if json_out:
         emit_json({**render_port.jsonable(report), "exit_code": report.exit_code})
     else:
