@@ -16,7 +16,10 @@ is printed beside it, as it moves less with the load of a shared machine. `paire
 of each round's ratio to that round's peer, a second reading that a load drifting through the
 run moves less; the spread is the interquartile range of those per-round ratios.
 
-    python benchmarks/bench_inspect.py [--runs 15] [--path PHANTOM_DIR] [--json OUT.json]
+    python benchmarks/bench_inspect.py [--runs 15] [--path PHANTOM_DIR] [--json OUT.json] [--quick]
+
+--quick: one round and no warm-up round, for CI to see that every command still runs and the
+document keeps its rows; its figures mean nothing.
 """
 
 from __future__ import annotations
@@ -88,14 +91,16 @@ def quartiles(xs: list[float]) -> tuple[float, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=15)
+    ap.add_argument("--runs", type=int, default=None, help="default 15 (1 with --quick)")
     ap.add_argument("--path", type=Path, help="a phantom checkpoint (default: make one in a temporary dir)")
     ap.add_argument("--json", dest="json_out")
+    ap.add_argument("--quick", action="store_true", help="one round, no warm-up (CI)")
     args = ap.parse_args()
+    args.runs = args.runs or (1 if args.quick else 15)
     path, tmp = phantom_checkpoint(args.path)
     compile_package()
     cmds = commands(path)
-    for cmd in cmds.values():  # warm the file cache and the byte-compiled modules
+    for cmd in [] if args.quick else cmds.values():  # warm the file cache and the byte-compiled modules
         run(cmd)
     times: dict[str, list[float]] = {k: [] for k in cmds}
     cpu: dict[str, list[float]] = {k: [] for k in cmds}
@@ -140,7 +145,8 @@ def main() -> None:
     print(f"peak RSS of the hc commands: {worst:.0f} MB (must < {RSS_MUST_MB} MB)")
     if args.json_out:
         Path(args.json_out).write_text(json.dumps({
-            "python": platform.python_version(), "cpus": os.cpu_count(), "runs": args.runs, "shards": n_shards,
+            "python": platform.python_version(), "cpus": os.cpu_count(), "runs": args.runs, "quick": args.quick,
+            "shards": n_shards,
             "floor_code": FLOOR_CODE, "peer_code": PEER_CODE, "rows": rows, "rss_must_mb": RSS_MUST_MB,
             "load_average_after": load}, indent=2))
     if tmp:

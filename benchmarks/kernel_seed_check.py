@@ -14,9 +14,11 @@ sequence with one refined reciprocal, against IEEE `a / d`, on ~1.6e9 pairs
 (dividends log-uniform over [2^-100, 4], divisors over [2^-21, 16], and every
 mantissa against fixed divisors). Exit status 1 on any mismatch.
 
-    PYTHONPATH=. python3 benchmarks/kernel_seed_check.py [--seed-file .device/seed_kernel.py]
+    PYTHONPATH=. python3 benchmarks/kernel_seed_check.py [--seed-file .device/seed_kernel.py] [--quick]
 
-Writes seed_check.json to $OUT when that is set.
+Writes seed_check.json to $OUT when that is set. --quick: a few small cases and ~3.8e7 pairs of the
+division check, seconds once the kernels are built. Without a CUDA device or the seed file it says
+so and exits 2, after importing what it runs (so a renamed kernel module shows even then).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ CASES = [
     (8, [4099], 1.0),
     (1, [4099], 1.0),
 ]
+QUICK_CASES = [(4, [1, 4096], 1.0), (4, [4096], 30.0), (2, [64], 1.0), (8, [64], 1.0)]
 
 
 def load_seed(path: Path):
@@ -70,7 +73,7 @@ def normalise_source(src: str) -> str:
     return src
 
 
-def division_check(torch, rounds: int = 12, n: int = 1 << 26) -> dict:
+def division_check(torch, rounds: int = 12, n: int = 1 << 26, divisors: int = 48) -> dict:
     """nvcc's div.rn.f32 fast path with a reciprocal refined once per divisor, against `a / d`."""
     import tilelang
     import tilelang.language as T
@@ -103,7 +106,7 @@ def division_check(torch, rounds: int = 12, n: int = 1 << 26) -> dict:
         kernel(a, d, bad)
         pairs += n
     mant = (torch.arange(1 << 23, device="cuda", dtype=torch.int32) | 0x3F800000).view(torch.float32)
-    for s in range(48):
+    for s in range(divisors):
         dval = float(torch.rand(1, generator=torch.Generator().manual_seed(s)).item() * 5 + 1e-6)
         for scale in (1.0, 2.0 ** -90):
             kernel(mant * scale, torch.full_like(mant, dval), bad)
@@ -115,9 +118,15 @@ def division_check(torch, rounds: int = 12, n: int = 1 << 26) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed-file", type=Path, default=ROOT / ".device" / "seed_kernel.py")
+    ap.add_argument("--quick", action="store_true", help="a few small cases, a short division check")
     args = ap.parse_args()
 
     import torch
+
+    from hccli.kernels.block import compiled, hc_split_sinkhorn_block
+    from hccli.kernels.exact import hc_split_sinkhorn_exact
+    from hccli.kernels.fast import hc_split_sinkhorn_fast
+    from hccli.kernels.torch_ref import hc_split_sinkhorn_torch
 
     if not torch.cuda.is_available():
         print("kernel_seed_check: no CUDA device; this check runs on the GPU machine only", file=sys.stderr)
@@ -126,11 +135,7 @@ def main() -> int:
         print(f"kernel_seed_check: {args.seed_file} is missing (the transcribed seed kernel)", file=sys.stderr)
         return 2
 
-    from hccli.kernels.block import hc_split_sinkhorn_block
-    from hccli.kernels.exact import hc_split_sinkhorn_exact
-    from hccli.kernels.fast import hc_split_sinkhorn_fast
-    from hccli.kernels.torch_ref import hc_split_sinkhorn_torch
-
+    cases = QUICK_CASES if args.quick else CASES
     seed_mod = load_seed(args.seed_file)
     iters, eps = 20, 1e-6
     rows, ok = [], True
@@ -144,7 +149,7 @@ def main() -> int:
         na, nb = a.isnan(), b.isnan()
         return bool(torch.equal(na, nb)) and bool(torch.equal(a[~na], b[~nb]))
 
-    for hc, counts, std in CASES:
+    for hc, counts, std in cases:
         width = (2 + hc) * hc
         for n in counts:
             rs = int.from_bytes(os.urandom(4), "little")
@@ -176,16 +181,14 @@ def main() -> int:
             torch.cuda.empty_cache()
 
     # the generated CUDA, compared with identifiers renamed: informative, the outputs decide
-    from hccli.kernels.block import compiled
-
     same_source = {}
-    for hc in sorted({c[0] for c in CASES}):
+    for hc in sorted({c[0] for c in cases}):
         theirs_src = seed_mod.hc_split_sinkhorn_kernel(hc, iters, eps).get_kernel_source()
         ours_src = compiled(hc, iters, float(eps)).get_kernel_source()
         same_source[hc] = normalise_source(theirs_src) == normalise_source(ours_src)
     print("generated CUDA identical up to names:", ", ".join(f"hc {k}: {v}" for k, v in same_source.items()))
 
-    division = division_check(torch)
+    division = division_check(torch, 1, 1 << 22, 2) if args.quick else division_check(torch)
     ok &= division["mismatches"] == 0
 
     print(f"{'hc':>3} {'n':>8} {'std':>5}  {'block pre/post/comb':>19}  {'exact pre/post/comb':>19}  "
@@ -199,7 +202,7 @@ def main() -> int:
     print("BIT-IDENTICAL: all cases" if ok else "MISMATCH: see rows above")
     out_dir = os.environ.get("OUT")
     if out_dir:
-        report = {"ok": ok, "iters": iters, "eps": eps, "same_source": same_source, "rows": rows,
+        report = {"ok": ok, "quick": args.quick, "iters": iters, "eps": eps, "same_source": same_source, "rows": rows,
                   "division_check": division, "device": torch.cuda.get_device_name(0), "torch": torch.__version__}
         Path(out_dir, "seed_check.json").write_text(json.dumps(report, indent=2))
     return 0 if ok else 1

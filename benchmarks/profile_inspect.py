@@ -3,9 +3,10 @@ benchmarks/NOTES.md gives). Each command runs in a fresh interpreter, as a user 
 timers wrapped around the steps; medians over the runs. Steps nest (open_checkpoint holds the
 index and the headers; verify holds the inventory and its checks), so columns do not add up.
 
-    python benchmarks/profile_inspect.py [--runs 5] [--path PHANTOM_DIR]
+    python benchmarks/profile_inspect.py [--runs 5] [--path PHANTOM_DIR] [--json OUT.json] [--quick]
 
-Without --path a full-scale phantom V4.1-Flash is made in a temporary directory first.
+Without --path a full-scale phantom V4.1-Flash is made in a temporary directory first. --quick is
+one run of each command (CI: the steps are still there and still called; the figures mean nothing).
 """
 
 from __future__ import annotations
@@ -39,7 +40,6 @@ STEPS = [
     ("hccli.model.inventory", "build_inventory", "  the config's inventory"),
     ("hccli.checkpoint.verify.agree", "positions", "  inventory comparison"),
     ("hccli.checkpoint.verify.placement", "placement_findings", "  placement check"),
-    ("hccli.inspecting.report", "InspectReport.tree", "tree"),
     ("hccli.cli.output", "emit_json", "JSON text"),
     ("hccli.cli.output", "show", "rich rendering"),
 ]
@@ -64,7 +64,7 @@ for mod, attr, label in steps:
     setattr(owner, name, timed)
 spent["start-up (typer, ours, the timed modules)"] = time.perf_counter() - t0
 sys.argv = ["hc", "inspect", *sys.argv[2:]]
-app._end = lambda: None  # report after the run instead of leaving at once
+app._end = lambda *a, **k: None  # report after the run instead of leaving at once
 try:
     app.main()
 except SystemExit:
@@ -86,9 +86,12 @@ def child(args: list[str]) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--runs", type=int, default=None, help="default 5 (1 with --quick)")
     ap.add_argument("--path", type=Path)
+    ap.add_argument("--json", dest="json_out", type=Path, help="medians in seconds, per step and command")
+    ap.add_argument("--quick", action="store_true", help="one run of each command (CI)")
     args = ap.parse_args()
+    args.runs = args.runs or (1 if args.quick else 5)
     path, tmp = phantom_checkpoint(args.path)
     runs: dict[str, list[dict[str, float]]] = {name: [] for name in COMMANDS}
     for _ in range(args.runs):
@@ -100,15 +103,20 @@ def main() -> None:
         ["whole run (start-up included)"]
     print(f"{path}: {args.runs} runs each, medians in ms (in process; steps nest)")
     print(f"{'step':46} " + " ".join(f"{name:>15}" for name in COMMANDS))
+    medians: dict[str, dict[str, float]] = {name: {} for name in COMMANDS}
     for label in labels:
         cells = []
         for name in COMMANDS:
             values = [r[label] for r in runs[name] if label in r]
+            if values:
+                medians[name][label] = statistics.median(values)
             cell = f"{statistics.median(values) * 1e3:.1f}" if values else "-"
             if values and label.endswith("[calls]"):  # the median number of calls beside the time
                 cell += f" [{statistics.median(r.get(label + ' n', 0) for r in runs[name]):g}]"
             cells.append(f"{cell:>15}")
         print(f"{label:46} " + " ".join(cells))
+    if args.json_out:
+        args.json_out.write_text(json.dumps({"path": str(path), "runs": args.runs, "median_s": medians}, indent=2))
     if tmp is not None:
         tmp.cleanup()
 

@@ -16,8 +16,8 @@ for stage in "$@"; do
   case $stage in
     cache) [ -f ../tlcache.tar.xz ] && mkdir -p ~/.tilelang && tar -xJf ../tlcache.tar.xz -C ~ ;;
     warm) timeout 240 python3 benchmarks/site_warm.py > "$out/warm.log" 2>&1; tail -3 "$out/warm.log" ;;
-    test) timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" tests/test_site_kernels_gpu.py \
-            tests/test_run_site_gpu.py > "$out/pytest.log" 2>&1; grep -E "passed|failed|Error|assert" "$out/pytest.log" | tail -25 ;;
+    test) timeout 240 python3 -m pytest -q -m gpu -p no:cacheprovider -o addopts="" tests/kernels/test_site_kernels_gpu.py \
+            tests/runsite/test_run_site_gpu.py > "$out/pytest.log" 2>&1; grep -E "passed|failed|Error|assert" "$out/pytest.log" | tail -25 ;;
     explore) timeout 90 python3 benchmarks/site_explore.py --json "$out/explore.json" 2>> "$out/err.log" | tail -40 ;;
     pre) timeout 150 python3 -m hccli bench --op site-pre --host --json > "$out/pre.json" 2>> "$out/err.log" ;;
     write) timeout 80 python3 -m hccli bench --op site-write --host --json > "$out/write.json" 2>> "$out/err.log" ;;

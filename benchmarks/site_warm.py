@@ -7,11 +7,15 @@ projection). tilelang.par_compile compiles the same PrimFuncs with the same targ
 only moves the compiles to the start, side by side. TileKernels' kernels, where
 `tile_kernels` imports, are warmed too.
 
-    PYTHONPATH=.:<tilelang site>[:<TileKernels>] python3 benchmarks/site_warm.py
+    PYTHONPATH=.:<tilelang site>[:<TileKernels>] python3 benchmarks/site_warm.py [--quick]
+
+--quick builds the first PrimFunc of each list (and of the explored variants) and compiles none:
+no GPU needed, a few seconds, for CI to see that every list still fits its make_* function.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +44,9 @@ EXACT_HC = (4, 2)  # the exact split kernel: hc 4, and hc 2 for run-site's torch
 
 
 def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="build one PrimFunc of each kind, compile none")
+    args = ap.parse_args()
     import tilelang
 
     from hccli.kernels import site_tl as S
@@ -49,11 +56,22 @@ def main() -> int:
     from site_explore import VARIANTS, variant_keys
 
     t0 = time.time()
-    funcs = [make_proj(d, st, c, s, S.DEFAULT_PROJ, op) for d, st, c, s, op in PROJ]
-    funcs += [make_proj(d, st, c, s, S.WIDE_PROJ, op) for d, st, c, s, op in WIDE]
-    funcs += [S.make_finish(*k) for k in FINISH] + [S.make_collapse(*k) for k in COLLAPSE]
-    funcs += [S.make_write(*k) for k in WRITE] + [make_prim_func("exact", hc, 20, 1e-6, DEFAULT_TILING) for hc in EXACT_HC]
-    funcs += [make_proj(*k) for tiling in [S.WIDE_PROJ] + VARIANTS for k in variant_keys(tiling)]
+    explored = [k for tiling in [S.WIDE_PROJ] + VARIANTS for k in variant_keys(tiling)]
+
+    def each(keys: list) -> list:
+        return keys[:1] if args.quick else keys
+
+    funcs = [make_proj(d, st, c, s, S.DEFAULT_PROJ, op) for d, st, c, s, op in each(PROJ)]
+    funcs += [make_proj(d, st, c, s, S.WIDE_PROJ, op) for d, st, c, s, op in each(WIDE)]
+    funcs += [S.make_finish(*k) for k in each(FINISH)] + [S.make_collapse(*k) for k in each(COLLAPSE)]
+    funcs += [S.make_write(*k) for k in each(WRITE)]
+    funcs += [make_prim_func("exact", hc, 20, 1e-6, DEFAULT_TILING) for hc in each(list(EXACT_HC))]
+    funcs += [make_proj(*k) for k in each(explored)]
+    if args.quick:
+        kinds = sorted({type(f).__name__ for f in funcs})
+        print(f"built {len(funcs)} PrimFuncs, one of each kind ({', '.join(kinds)}), compiled none, in "
+              f"{time.time() - t0:.1f} s")
+        return 0
     groups = [(funcs, tl_build.pass_configs())]  # the published kernel's pass configs, as tl_build.jit's
     peers = []
     try:

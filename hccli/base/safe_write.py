@@ -67,6 +67,10 @@ def check_target(path: str | Path, *, overwrite: bool, forbidden: str | Path | N
     try:
         _refuse_inside(path, dfd, target.parent, root)
         _refuse_existing(path, dfd, target.name, overwrite)
+        # the file is made beside the target and renamed in: its folder is what must be writable,
+        # said now rather than when the work is done
+        if not os.access(".", os.W_OK | os.X_OK, dir_fd=dfd):
+            raise HcError(f"{path}: its folder {target.parent} is not writable; expected a folder hc may write in")
     finally:
         os.close(dfd)
     return target

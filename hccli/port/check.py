@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hccli.base.vocab import MAX_SINKHORN_ITERS
 from hccli.ops.site import REFERENCE, STEPS
 from hccli.port.envelope import bf16_step
 from hccli.port.expect import Check
@@ -96,6 +95,8 @@ class PortReport:
 
 
 MAX_EXPLANATIONS = 3
+# a hypothesis is named as close where it takes away at least this share of the first departure
+CLOSE_ENOUGH = 0.01
 
 
 def _explanation(ev: Evaluation, t: Trial) -> Explanation:
@@ -167,12 +168,11 @@ def check_port(golden: SiteGolden, port: dict[str, dict[str, np.ndarray]], port_
     if bad is None:
         return PortReport(*base, None, MATCHES, (), 0, **extra)
     where = f"{bad.key}.{bad.step}"
-    max_iters = min(MAX_SINKHORN_ITERS, max(40, 2 * golden.params.iters))
-    singles = [*catalogue(golden.params, max_iters), FACTOR]
+    singles = [*catalogue(golden.params), FACTOR]
     trials, tried = search(ev, singles, (bad.key, bad.step), bad.total)
     found = [t for t in trials if t.checks is not None]
     if not found:
-        near = sorted((t for t in trials if t.explains_first > 0), key=lambda t: (-t.explains_first, t.text()))
+        near = sorted((t for t in trials if t.explains_first >= CLOSE_ENOUGH), key=lambda t: (-t.explains_first, t.text()))
         closest = tuple(Closest(tuple(m.key for m in t.mistakes), t.text(), t.explains_first)
                         for t in near[:MAX_EXPLANATIONS])
         verdict = f"departs at step {where}: no known mistake explains it"

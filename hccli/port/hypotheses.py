@@ -35,6 +35,7 @@ class Evaluation:
             self.sites.append(SiteExpect(gs.ref.key, gs.ref.site, inputs, steps, golden.params))
             self.drift += drift
         self.starts = stack_starts([gs.ref for gs in golden.sites])
+        self._fits: dict[tuple, float | None] = {}
 
     def checks(self, variant: Variant = REFERENCE, only: tuple[str, str] | None = None,
                stop: bool = False, quick: bool = False) -> list[Check]:
@@ -61,10 +62,18 @@ class Evaluation:
         return out
 
     def fit_factor(self, base: Variant) -> float | None:
-        """The least-squares constant between the port's collapsed and the recomputed one."""
+        """The least-squares constant between the port's collapsed and the recomputed one; once
+        for each set of the fields collapsed reads (most mistakes paired with the factor leave
+        collapsed as it is, and the fit walks every site)."""
+        v = replace(base, collapsed_factor=1.0)
+        key = tuple(se.fields("collapsed", v) for se in self.sites)
+        if key not in self._fits:
+            self._fits[key] = self._fit(v)
+        return self._fits[key]
+
+    def _fit(self, v: Variant) -> float | None:
         num = den = 0.0
         handoff = None
-        v = replace(base, collapsed_factor=1.0)
         for i, se in enumerate(self.sites):
             if i in self.starts:
                 handoff = first_handoff(self.golden.tokens, self.golden.params.hc_mult)

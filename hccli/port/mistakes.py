@@ -50,9 +50,18 @@ def powers_of_ten(eps: float) -> list[float]:
     return [float(f"{eps * 10.0 ** k:.6g}") for k in (-2, -1, 1, 2)] if eps > 0 else []
 
 
-def catalogue(params: SiteParams, max_iters: int) -> list[Mistake]:
-    """Every single mistake that applies to a model of these parameters (the iteration count
-    scanned over 1..max_iters, the model's own left out)."""
+def iteration_counts(iters: int) -> tuple[int, ...]:
+    """The Sinkhorn iteration counts a port is tried with instead of the model's `iters`: the
+    published ones (the models' 20, TileKernels' default 10), one off either way (the first
+    normalisation counted as an iteration, or not), half and twice (a row and a column pass
+    counted as two iterations, or as one), and one (the loop skipped). At most seven, each at
+    most 2 * iters: the search is bounded by the golden's own count, never scanned over 1..N."""
+    return tuple(sorted({20, 10, iters - 1, iters + 1, iters // 2, 2 * iters, 1} - {0, iters}))
+
+
+def catalogue(params: SiteParams) -> list[Mistake]:
+    """Every single mistake that applies to a model of these parameters (the iteration counts
+    of iteration_counts)."""
     other_eps = FAMILY_NORM_EPS["v4" if params.family == "v4.1" else "v4.1"]
     out = [
         _m("comb-untransposed", "comb applied untransposed in the write-back (sum_j comb[k, j] x[j])", "writeback",
@@ -104,7 +113,7 @@ def catalogue(params: SiteParams, max_iters: int) -> list[Mistake]:
                       collapse_with="handoff"))
     out += [_m(f"iters-{k}", f"{k} Sinkhorn iterations instead of {params.iters}", "iters",
                "maxtext #4337; TileKernels mhc_pre default sinkhorn_repeat=10 (the model uses 20)", iters=k)
-            for k in range(1, max_iters + 1) if k != params.iters]
+            for k in iteration_counts(params.iters)]
     return out
 
 

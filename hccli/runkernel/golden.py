@@ -11,6 +11,7 @@ that round-trips), and informative "impl", "device", "input", "base_scale",
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,21 @@ from hccli.base.vocab import mix_width
 FORMAT = "hc-split-sinkhorn-golden/1"
 OUTPUTS = ("pre", "post", "comb")
 TENSORS = ("mixes", "hc_scale", "hc_base") + OUTPUTS
+
+# Python's int() and float() also take underscores and any script's digits ("1_0e-7", fullwidth
+# "１", Arabic-Indic "٢"); the formats' numbers are ASCII decimals, matched whole before converting.
+_DECIMAL_INT = re.compile(r"[0-9]{1,9}")
+_DECIMAL_FLOAT = re.compile(r"[+-]?(?:[0-9]{1,40}(?:\.[0-9]{0,40})?|\.[0-9]{1,40})(?:[eE][+-]?[0-9]{1,3})?")
+
+
+def decimal_int(text: str | None) -> int | None:
+    """A metadata value as an integer where it is ASCII decimal digits (at most 9), else None."""
+    return int(text) if isinstance(text, str) and _DECIMAL_INT.fullmatch(text) else None
+
+
+def decimal_float(text: str | None) -> float | None:
+    """A metadata value as a float where it is an ASCII decimal number, else None."""
+    return float(text) if isinstance(text, str) and _DECIMAL_FLOAT.fullmatch(text) else None
 
 
 def check_save_target(path: Path, *, force: bool = False, protect: Path | None = None) -> None:
@@ -65,16 +81,26 @@ class Golden:
 
 
 def _meta_int(path: Path, meta: dict[str, str], key: str) -> int:
-    text = meta.get(key)
-    if text is None or not (text.isascii() and text.isdigit()) or len(text) > 9:
-        raise HcError(f"{path}: metadata {key!r} is {_show(text)}; expected a decimal integer")
-    return int(text)
+    value = decimal_int(meta.get(key))
+    if value is None:
+        raise HcError(f"{path}: metadata {key!r} is {_show(meta.get(key))}; expected a decimal integer")
+    return value
 
 
 def _show(text: str | None) -> str:
     from hccli.base.bounded import one_line
 
     return "missing" if text is None else repr(one_line(text, 40))
+
+
+def require_f32(path: Path, header, names) -> None:
+    """Refuse, from the header, a golden tensor stored in any dtype but F32: the formats are F32,
+    and a BF16 or F64 copy is another file's values, not these."""
+    for name in names:
+        info = header.get(name)
+        if info is not None and info.dtype != "F32":
+            raise HcError(f"{path}: tensor `{name}` has dtype {info.dtype}; expected F32 (every tensor of a "
+                          "golden file is F32)")
 
 
 def read(path: Path) -> Golden:
@@ -92,14 +118,11 @@ def read(path: Path) -> Golden:
     iters = _meta_int(path, meta, "sinkhorn_iters")
     if not 1 <= iters <= MAX_SINKHORN_ITERS:
         raise HcError(f"{path}: metadata 'sinkhorn_iters' is {iters}; expected 1 to {MAX_SINKHORN_ITERS}")
-    eps_text = meta.get("eps", "")
-    try:
-        eps = float(eps_text) if len(eps_text) <= 40 else math.nan
-    except ValueError:
-        eps = math.nan
-    if not (math.isfinite(eps) and eps >= 0):
+    eps = decimal_float(meta.get("eps"))
+    if eps is None or not (math.isfinite(eps) and eps >= 0):
         raise HcError(f"{path}: metadata 'eps' is {_show(meta.get('eps'))}; expected a finite decimal >= 0")
-    arrays = {k: a.astype(np.float32) for k, (a, _) in read_safetensors_tensors(path, TENSORS).items()}
+    require_f32(path, header, TENSORS)
+    arrays = {k: a for k, (a, _) in read_safetensors_tensors(path, TENSORS).items()}
     w = mix_width(hc)
     n = arrays["mixes"].shape[0] if arrays["mixes"].ndim == 2 else -1
     want = {"mixes": (n, w), "hc_scale": (3,), "hc_base": (w,), "pre": (n, hc), "post": (n, hc), "comb": (n, hc, hc)}

@@ -24,17 +24,27 @@ from typing import Callable, Iterable
 import numpy as np
 
 from hccli.base.errors import HcError
+from hccli.runkernel.golden import decimal_float, decimal_int, require_f32
+from hccli.base.limits import MAX_ELEMENTS
 from hccli.ops.site import FAMILIES, INPUTS, STEPS, ChainSite, SiteInputs, SiteParams, SiteRef
-from hccli.base.vocab import MAX_HC_MULT, MAX_SINKHORN_ITERS, mix_width
+from hccli.base.vocab import MAX_HC_MULT, mix_width
 
 FORMAT = "hc-site-golden/1"
 # Values one golden (or port) file may hold in all: a full-scale V4.1-Flash at 16 tokens, every
 # site, is ~1e8 (fn 2 MB a site); hc refuses more before it reads a byte of them.
 MAX_GOLDEN_VALUES = 1 << 27
+# Values in one tensor of the file: the bound runkernel/files.py reads any tensor under, so that a
+# golden hc writes is one its readers take.
+MAX_TENSOR_VALUES = MAX_ELEMENTS
+# Sinkhorn iterations a golden may hold, written and read: five times the published models' 20.
+# check-port recomputes comb under each iteration count it tries (up to twice the golden's), so
+# this bounds its work; configs may ask for more (model/config/bounds.py), and run without --save.
+MAX_GOLDEN_ITERS = 100
 MAX_SITES = 4096
 HEAD_STEPS = ("rsqrt", "mixes", "pre", "collapsed")
-_KEY = re.compile(r"^(\d{1,6})\.(attn|ffn|head)$")
-_NAME = re.compile(r"^(\d{1,6})\.(attn|ffn|head)\.([a-z_]{1,20})$")
+_KEY = re.compile(r"([0-9]{1,6})\.(attn|ffn|head)")  # fullmatch; [0-9], not \d: ASCII digits only
+_NAME = re.compile(r"([0-9]{1,6})\.(attn|ffn|head)\.([a-z_]{1,20})")
+_COUNT = re.compile(r"[0-9]{1,5}")
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,36 @@ def site_inputs(family: str, site: str) -> tuple[str, ...]:
     return ("streams_in", "fn", "base", "scale") if family == "v4" else ("streams_in", "pre_mix_in")
 
 
+def tensor_shapes(family: str, site: str, tokens: int, hc: int, dim: int) -> dict[str, tuple[int, ...]]:
+    """The shape of each tensor a site of this kind has in the file (its inputs, then its steps)."""
+    rows = mix_width(hc) if site != "head" else hc
+    every = {"streams_in": (tokens, hc, dim), "fn": (rows, hc * dim), "base": (rows,),
+             "scale": (3,) if site != "head" else (1,), "f": (tokens, dim), "pre_mix_in": (tokens, hc),
+             "rsqrt": (tokens,), "mixes": (tokens, rows), "pre": (tokens, hc), "post": (tokens, hc),
+             "comb": (tokens, hc, hc), "collapsed": (tokens, dim), "streams_out": (tokens, hc, dim)}
+    return {n: every[n] for n in site_inputs(family, site) + site_steps(family, site)}
+
+
+def check_savable(path, params: SiteParams, refs: Iterable[SiteRef], tokens: int, dim: int) -> None:
+    """Refuse, before the run, a golden its readers would refuse: more Sinkhorn iterations than
+    MAX_GOLDEN_ITERS, a tensor past MAX_TENSOR_VALUES, more than MAX_GOLDEN_VALUES in all."""
+    if params.iters > MAX_GOLDEN_ITERS:
+        raise HcError(f"--save {path}: {params.iters:,} Sinkhorn iterations; a golden holds at most "
+                      f"{MAX_GOLDEN_ITERS} (site_golden.MAX_GOLDEN_ITERS; the models use 20): run it without --save")
+    total = 0
+    for r in refs:
+        for name, shape in tensor_shapes(params.family, r.site, tokens, params.hc_mult, dim).items():
+            size = math.prod(shape)
+            if size > MAX_TENSOR_VALUES:
+                raise HcError(f"--save {path}: tensor `{r.key}.{name}` would have shape {list(shape)}, {size:,} "
+                              f"values; hc reads at most {MAX_TENSOR_VALUES:,} a tensor "
+                              "(site_golden.MAX_TENSOR_VALUES): fewer --tokens, or a model with fewer streams")
+            total += size
+    if total > MAX_GOLDEN_VALUES:
+        raise HcError(f"--save {path}: {total:,} values to save; hc writes at most {MAX_GOLDEN_VALUES:,} "
+                      "(site_golden.MAX_GOLDEN_VALUES): fewer --tokens or --layers")
+
+
 # ---- writing ---------------------------------------------------------------------------------
 
 def golden_tensors(sites: Iterable[ChainSite], family: str) -> dict[str, np.ndarray]:
@@ -94,8 +134,9 @@ def golden_meta(params: SiteParams, refs: list[SiteRef], n_layers: int, provenan
 
 
 def write_golden(path: Path, sites: list[ChainSite], params: SiteParams, n_layers: int,
-                 provenance: dict[str, str]) -> None:
-    """The sites' inputs and steps as golden vectors, through the project's golden writer."""
+                 provenance: dict[str, str], *, force: bool = False, protect: str | Path | None = None) -> None:
+    """The sites' inputs and steps as golden vectors, through the project's golden writer
+    (`force`: over an existing file; never inside `protect`, a checkpoint)."""
     from hccli.runkernel import golden
 
     tensors = golden_tensors(sites, params.family)
@@ -103,7 +144,8 @@ def write_golden(path: Path, sites: list[ChainSite], params: SiteParams, n_layer
     if count > MAX_GOLDEN_VALUES:
         raise HcError(f"{path}: {count:,} values to save; hc writes at most {MAX_GOLDEN_VALUES:,} "
                       "(site_golden.MAX_GOLDEN_VALUES): fewer --tokens or --layers")
-    golden.save(Path(path), tensors, golden_meta(params, [s.ref for s in sites], n_layers, provenance))
+    golden.save(Path(path), tensors, golden_meta(params, [s.ref for s in sites], n_layers, provenance),
+                force=force, protect=protect)
 
 
 # ---- reading ---------------------------------------------------------------------------------
@@ -115,19 +157,15 @@ def _show(text: str | None) -> str:
 
 
 def _int(path, meta: dict, key: str, lo: int, hi: int) -> int:
-    text = meta.get(key)
-    if text is None or not (text.isascii() and text.isdigit()) or len(text) > 9 or not lo <= int(text) <= hi:
-        raise HcError(f"{path}: metadata {key!r} is {_show(text)}; expected a decimal integer {lo} to {hi:,}")
-    return int(text)
+    value = decimal_int(meta.get(key))
+    if value is None or not lo <= value <= hi:
+        raise HcError(f"{path}: metadata {key!r} is {_show(meta.get(key))}; expected a decimal integer {lo} to {hi:,}")
+    return value
 
 
 def _float(path, meta: dict, key: str) -> float:
-    text = meta.get(key) or ""
-    try:
-        value = float(text) if len(text) <= 40 else math.nan
-    except ValueError:
-        value = math.nan
-    if not (math.isfinite(value) and 0 <= value < 1):
+    value = decimal_float(meta.get(key))
+    if value is None or not (math.isfinite(value) and 0 <= value < 1):
         raise HcError(f"{path}: metadata {key!r} is {_show(meta.get(key))}; expected a decimal number in [0, 1)")
     return value
 
@@ -135,10 +173,10 @@ def _float(path, meta: dict, key: str) -> float:
 def _plan(path, meta: dict, family: str, n_layers: int) -> list[SiteRef]:
     keys = (meta.get("sites") or "").split(",")
     counts = (meta.get("stacks") or "").split(",")
-    if len(keys) > MAX_SITES or not all(_KEY.match(k) for k in keys) or len(set(keys)) != len(keys):
+    if len(keys) > MAX_SITES or not all(_KEY.fullmatch(k) for k in keys) or len(set(keys)) != len(keys):
         raise HcError(f"{path}: metadata 'sites' is {_show(meta.get('sites'))}; expected distinct "
                       f"LAYER.SITE names (site attn, ffn or head), comma-separated, at most {MAX_SITES:,}")
-    if (not all(c.isdigit() and len(c) <= 5 for c in counts) or not 1 <= len(counts) <= 2
+    if (not all(_COUNT.fullmatch(c) for c in counts) or not 1 <= len(counts) <= 2
             or sum(int(c) for c in counts) != len(keys)):
         raise HcError(f"{path}: metadata 'stacks' is {_show(meta.get('stacks'))}; expected one or two counts "
                       f"that add up to the {len(keys)} sites")
@@ -168,7 +206,7 @@ def _header(path: Path):
 def _read(path: Path, names: tuple[str, ...]) -> dict[str, np.ndarray]:
     from hccli.runkernel.files import read_safetensors_tensors
 
-    return {k: a.astype(np.float32) for k, (a, _) in read_safetensors_tensors(path, names).items()}
+    return {k: a.astype(np.float32, copy=False) for k, (a, _) in read_safetensors_tensors(path, names).items()}
 
 
 def _expect(path, name: str, a: np.ndarray, shape: tuple[int, ...]) -> None:
@@ -190,7 +228,7 @@ def read_golden(path: str | Path) -> SiteGolden:
     if dtype not in ("bf16", "f32"):
         raise HcError(f"{path}: metadata 'streams_dtype' is {_show(dtype)}; expected bf16 or f32")
     params = SiteParams(family, _int(path, meta, "hc_mult", 1, MAX_HC_MULT),
-                        _int(path, meta, "sinkhorn_iters", 1, MAX_SINKHORN_ITERS),
+                        _int(path, meta, "sinkhorn_iters", 1, MAX_GOLDEN_ITERS),
                         _float(path, meta, "hc_eps"), _float(path, meta, "norm_eps"), dtype)
     n_layers = _int(path, meta, "n_layers", 0, 1 << 20)
     refs = _plan(path, meta, family, n_layers)
@@ -200,6 +238,7 @@ def read_golden(path: str | Path) -> SiteGolden:
     if extra:
         raise HcError(f"{path}: tensor `{_show(extra[0])[1:-1]}` is not one of the golden's names "
                       f"({{layer}}.{{site}}.{{input or step}} of the sites listed in its metadata)")
+    require_f32(path, header, names)
     arrays = _read(path, names)
     hc = params.hc_mult
     first = arrays[f"{refs[0].key}.streams_in"]
@@ -210,12 +249,8 @@ def read_golden(path: str | Path) -> SiteGolden:
     sites = []
     for r in refs:
         k = r.key
-        rows = mix_width(hc) if r.site != "head" else hc
-        want = {"streams_in": (t, hc, dim), "fn": (rows, hc * dim), "base": (rows,),
-                "scale": (3,) if r.site != "head" else (1,), "f": (t, dim), "pre_mix_in": (t, hc),
-                "rsqrt": (t,), "mixes": (t, rows), "pre": (t, hc), "post": (t, hc), "comb": (t, hc, hc),
-                "collapsed": (t, dim), "streams_out": (t, hc, dim)}
-        got = {n: arrays[f"{k}.{n}"] for n in site_inputs(family, r.site) + site_steps(family, r.site)}
+        want = tensor_shapes(family, r.site, t, hc, dim)
+        got = {n: arrays[f"{k}.{n}"] for n in want}
         for n, a in got.items():
             _expect(path, f"{k}.{n}", a, want[n])
         inputs = SiteInputs(r.site, got["streams_in"], got.get("fn"), got.get("base"), got.get("scale"),
@@ -239,7 +274,7 @@ def read_port(path: str | Path, golden: SiteGolden) -> tuple[dict[str, dict[str,
     inputs = {f"{gs.ref.key}.{n}" for gs in golden.sites for n in INPUTS}
     take, skipped = [], []
     for name, info in sorted(header.by_name.items()):
-        m = _NAME.match(name)
+        m = _NAME.fullmatch(name)
         key = (f"{m[1]}.{m[2]}", m[3]) if m else None
         if key in known:
             if tuple(info.shape) != known[key]:

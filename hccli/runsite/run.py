@@ -10,9 +10,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from hccli.model.config.model import ConfigUnusable
 from hccli.base.errors import HcError
 from hccli.ops.site import REFERENCE, ChainSite, SiteRef, Variant, cast, forward, run_chain, sample_streams
-from hccli.runsite.source import SiteModel, check_tokens, read_streams, sublayer_outputs
+from hccli.runsite.source import SiteModel, check_fn, check_tokens, read_streams, sublayer_outputs
 
 DEFAULT_TOKENS = 16
 # numpy: hccli/ops/site.py; auto: the site kernels on a GPU (kernels/site_fused.py), else as the rest: the torch
@@ -70,6 +71,7 @@ class SiteRunReport:
     saved: str | None = None
     notes: tuple[str, ...] = field(default=())
     path: str = "numpy"  # PATHS: numpy, the torch path or the site kernels
+    config_note: ConfigUnusable | None = None  # the checkpoint's config.json, set aside
 
 
 def default_impl(impl: str | None, device: str | None) -> str:
@@ -144,16 +146,12 @@ def _row(cs: ChainSite, ref: ChainSite | None) -> SiteRow:
                    float(np.sqrt(np.mean(np.square(s["collapsed"].astype(np.float64))))), drift)
 
 
-def _save_estimate(model: SiteModel, wanted, tokens: int) -> int:
-    hc, dim = model.params.hc_mult, model.dim
-    per = {"attn": 2 * tokens * hc * dim + 2 * tokens * dim + (2 + hc) * hc * (hc * dim + 1),
-           "head": 2 * tokens * hc * dim + tokens * dim + hc * hc * dim}
-    return sum(per["head" if r.site == "head" else "attn"] for r in model.plan if wanted(r))
-
-
 def run_site(model: SiteModel, req: RunRequest, save: Path | None = None,
-             provenance: dict[str, str] | None = None) -> SiteRunReport:
+             provenance: dict[str, str] | None = None, force: bool = False) -> SiteRunReport:
+    """The run over the model's chosen sites; with `save`, its golden vectors written there
+    (`force`: over an existing file; never inside model.protect)."""
     hc, dim = model.params.hc_mult, model.dim
+    check_fn(model.label, hc, dim)
     if req.streams is not None:
         x, dtype, origin = read_streams(req.streams, hc, dim)
     else:
@@ -165,13 +163,11 @@ def run_site(model: SiteModel, req: RunRequest, save: Path | None = None,
     params = replace(model.params, streams_dtype=dtype)
     wanted = _select(model, req)
     if save is not None:
-        from hccli.runsite.golden import MAX_GOLDEN_VALUES
+        from hccli.runsite.golden import check_savable
 
         if req.precision != "f32":
             raise HcError("--save writes the float32 reference; drop --precision (or run it without --save)")
-        if (count := _save_estimate(model, wanted, tokens)) > MAX_GOLDEN_VALUES:
-            raise HcError(f"--save {save}: {count:,} values to save; hc writes at most {MAX_GOLDEN_VALUES:,} "
-                          "(site_golden.MAX_GOLDEN_VALUES): fewer --tokens or --layers")
+        check_savable(save, params, [r for r in model.plan if wanted(r)], tokens, dim)
     f_of, f_origin = sublayer_outputs(req.sublayer, model.plan, req.seed, cast(x, dtype), dtype)
     chosen = compute_for(req.impl, req.device, hc, dim, dtype, _unsupported(req, save))
     compute, how = chosen.run, chosen.how
@@ -198,12 +194,12 @@ def run_site(model: SiteModel, req: RunRequest, save: Path | None = None,
 
         meta = {"producer": "hccli run-site", "source": model.label, "streams": origin, "sublayer": f_origin,
                 "tokens": str(tokens), "dim": str(dim), "impl": how, **(provenance or {})}
-        write_golden(save, kept, params, model.n_layers, meta)
+        write_golden(save, kept, params, model.n_layers, meta, force=force, protect=model.protect)
     p = params
     return SiteRunReport(model.label, model.kind, model.dialect, p.family, p.hc_mult, p.iters, p.hc_eps, p.norm_eps,
                          model.origin, dim, tokens, origin, dtype, f_origin, how, req.precision, tuple(rows),
                          None if save is None else str(save), model.notes + ((chosen.note,) if chosen.note else ()),
-                         chosen.path)
+                         chosen.path, model.config_note)
 
 
 def compare_file(path: Path, impl: str | None = None, device: str | None = None, atol: float = 0.0):

@@ -7,19 +7,24 @@ Also the streams and sub-layer outputs a run starts from. Nothing here prints.
 from __future__ import annotations
 
 import math
+import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from hccli.model.config.model import ConfigUnusable
 from hccli.base.errors import HcError
+from hccli.base.limits import MAX_ELEMENTS
 from hccli.ops.site import FAMILY_NORM_EPS, SiteParams, SiteRef, cast, plan_sites, sample_sublayer, token_rms
 from hccli.base.vocab import hc_tensor_name, mix_width
 
-# Values in one streams array (tokens x hc x dim) and in one fn: 4M float32 (16 MB), 204 tokens
-# of V4.1-Flash; the run holds a few such arrays at a time.
-MAX_STREAM_VALUES = 1 << 22
+# Values in one streams array (tokens x hc x dim), one mixes (tokens x (2+hc)*hc) and one fn:
+# 4M float32 (16 MB), 204 tokens of V4.1-Flash; the run holds a few such arrays at a time. The
+# kernel readers' bound (runkernel/files.py), so every array of a run reads back from its golden.
+MAX_STREAM_VALUES = MAX_ELEMENTS
 
 
 @dataclass(frozen=True)
@@ -33,9 +38,10 @@ class SiteModel:
     n_layers: int
     n_stages: int
     plan: tuple[SiteRef, ...]
-    protect: str | None  # the checkpoint's path: nothing is written inside it
+    protect: str | None  # protected(source): nothing is written inside it
     read: Callable[[SiteRef], tuple[np.ndarray, np.ndarray, np.ndarray]] = field(repr=False)
     notes: tuple[str, ...] = ()
+    config_note: ConfigUnusable | None = None  # the config.json beside the checkpoint, set aside
 
     def tensors(self, ref: SiteRef) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(fn, base, scale) of a site, float32, in the release's shapes (checked)."""
@@ -50,10 +56,39 @@ class SiteModel:
         return fn, base, scale
 
 
+def _is_config(p: Path) -> bool:
+    return p.suffix.lower() == ".json" and p.is_file()
+
+
+# Names only a checkpoint directory holds (an index, a shard, a GGUF), and the entries of a
+# config's folder looked at for them: past these the folder is taken for a checkpoint.
+_CHECKPOINT_FILE = re.compile(r"(model(-[0-9]+-of-[0-9]+)?\.safetensors|model\.safetensors\.index\.json|.+\.gguf)",
+                              re.ASCII)
+_MAX_LOOKED_AT = 4096
+
+
+def protected(source: str) -> str | None:
+    """What nothing may be written into (safe_write's `forbidden`) for this source: a checkpoint on
+    disk; for a config.json, its folder only where that folder is a checkpoint's (a config kept
+    beside one's golden files protects nothing); None for a hub name."""
+    p = Path(source)
+    if not _is_config(p):
+        return source if p.exists() else None
+    folder = p.parent
+    try:
+        with os.scandir(folder) as entries:
+            for i, e in enumerate(entries):
+                if i >= _MAX_LOOKED_AT or _CHECKPOINT_FILE.fullmatch(e.name):
+                    return str(folder)
+    except OSError:
+        return str(folder)  # a folder that cannot be listed cannot be told apart: it is kept safe
+    return None
+
+
 def open_model(source: str, config: str | Path | None = None, seed: int = 0) -> SiteModel:
     """A checkpoint (any dialect, local or hf://), or a config.json whose sites get sample values."""
     p = Path(source)
-    if p.suffix.lower() == ".json" and p.is_file():
+    if _is_config(p):
         if config is not None:
             raise HcError(f"{source} is a config already; --config names the config of a checkpoint")
         return _from_config(p, seed)
@@ -79,7 +114,7 @@ def _from_config(path: Path, seed: int) -> SiteModel:
 
     params = SiteParams(cfg.family, cfg.hc_mult, cfg.hc_sinkhorn_iters, cfg.hc_eps, cfg.norm_eps)
     return SiteModel(f"{path} (sample values, seed {seed})", "config", "config", params, f"config {path}",
-                     cfg.dim, cfg.n_layers, cfg.n_stages, plan, None, read)
+                     cfg.dim, cfg.n_layers, cfg.n_stages, plan, protected(str(path)), read)
 
 
 def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
@@ -95,8 +130,6 @@ def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
     norm_eps, eps_from = view.norm_eps, view.model.source
     if view.model.source == "tensor shapes" or (view.kind == "gguf" and not _gguf_says_norm_eps(source)):
         norm_eps, eps_from = FAMILY_NORM_EPS[family], f"the {family} default (not in the {view.model.source})"
-    if view.config_note:
-        notes.append(view.config_note)
 
     def need(owner: str, site: str) -> bool:
         missing = [hc_tensor_name(owner, site, p) for p in ("fn", "base", "scale")
@@ -132,9 +165,8 @@ def _from_checkpoint(source: str, config: str | Path | None) -> SiteModel:
     params = SiteParams(family, hc, view.iters, view.eps, norm_eps)
     origin = (f"family {family} ({'a head mix' if family == 'v4' else 'no head mix'} in the checkpoint); "
               f"hc_mult, iterations, eps from {view.model.source}; norm_eps {norm_eps:g} from {eps_from}")
-    local = Path(source)
     return SiteModel(view.label, "checkpoint", view.dialect.dialect, params, origin, dim, n_layers, view.n_stages,
-                     plan, str(local) if local.exists() else None, read, tuple(notes))
+                     plan, protected(source), read, tuple(notes), view.config_note)
 
 
 def _gguf_says_norm_eps(source: str) -> bool:
@@ -147,11 +179,23 @@ def _gguf_says_norm_eps(source: str) -> bool:
 
 # ---- what a run starts from -------------------------------------------------------------------
 
+def check_fn(label: str, hc: int, dim: int) -> None:
+    """A site's fn [(2+hc)*hc, hc*dim] within MAX_STREAM_VALUES, before any is read or made."""
+    rows, cols = mix_width(hc), hc * dim
+    if rows * cols > MAX_STREAM_VALUES:
+        raise HcError(f"{label}: hc_mult {hc}, dim {dim:,}: each site's fn is [{rows:,}, {cols:,}], "
+                      f"{rows * cols:,} values; hc runs at most {MAX_STREAM_VALUES:,} "
+                      "(site_source.MAX_STREAM_VALUES)")
+
+
 def check_tokens(tokens: int, hc: int, dim: int) -> None:
-    if tokens * hc * dim > MAX_STREAM_VALUES:
-        raise HcError(f"{tokens:,} tokens x {hc} streams x {dim:,}: {tokens * hc * dim:,} values; hc runs at most "
+    """The streams [tokens, hc, dim] and mixes [tokens, (2+hc)*hc] within MAX_STREAM_VALUES."""
+    width = max(hc * dim, mix_width(hc))
+    if tokens * width > MAX_STREAM_VALUES:
+        what = f"{hc} streams x {dim:,}" if width == hc * dim else f"{width:,} mixes"
+        raise HcError(f"{tokens:,} tokens x {what}: {tokens * width:,} values; hc runs at most "
                       f"{MAX_STREAM_VALUES:,} (site_source.MAX_STREAM_VALUES): at most "
-                      f"{MAX_STREAM_VALUES // (hc * dim):,} tokens for this model")
+                      f"{MAX_STREAM_VALUES // width:,} tokens for this model")
 
 
 def read_streams(path: Path, hc: int, dim: int) -> tuple[np.ndarray, str, str]:

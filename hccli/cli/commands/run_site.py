@@ -95,7 +95,7 @@ def run_site_cmd(
     judges a port's outputs against them.
     """
     from hccli.cli.render import site as render_site
-    from hccli.cli.output import emit_json, note, safe, show
+    from hccli.cli.output import config_warning, emit_json, note, safe, show
 
     if compare is not None:
         given = [flag for flag, v in (("SOURCE", source), ("--config", config), ("--layers", layers),
@@ -122,23 +122,24 @@ def run_site_cmd(
     if tokens is not None and streams is not None:
         raise HcError("--tokens makes seeded streams and --streams reads them from a file; give one")
     from hccli.runsite.run import RunRequest, run_site
-    from hccli.runsite.source import open_model
+    from hccli.runsite.source import open_model, protected
 
     if save is not None:
         from hccli.runkernel.golden import check_save_target
 
         try:
-            check_save_target(save, force=force, protect=Path(source) if Path(source).exists() else None)
+            check_save_target(save, force=force, protect=protected(source))
         except HcError as exc:
             raise HcError(f"--save {exc.message}" + (" (or pass --force)" if "file exists" in exc.message else ""),
                           ) from None
     if plot is not None:
         from hccli.cli.options import check_plot
 
-        check_plot(plot, forbidden_dir=source)
+        check_plot(plot, forbidden_dir=protected(source))
     model = open_model(source, config, seed)
+    config_warning(model.config_note)  # before the run: it may be why the run fails
     req = RunRequest(tokens, seed, streams, sublayer, layers, tuple(sites) if sites else None, precision, impl, device)
-    report = run_site(model, req, save)
+    report = run_site(model, req, save, force=force)
     if json_out:
         emit_json(report)
     else:
@@ -147,4 +148,5 @@ def run_site_cmd(
         from hccli.plot import write_plot
         from hccli.plot.site import SiteFigureData, plot_site
 
-        note(safe(write_plot(plot, plot_site, SiteFigureData.from_report(report), forbidden_dir=source)), wrap=False)
+        figure = SiteFigureData.from_report(report)
+        note(safe(write_plot(plot, plot_site, figure, forbidden_dir=model.protect)), wrap=False)

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from hccli.base.errors import HcError
 from dataclasses import dataclass
+
+from hccli.model.config.read import ConfigError
 
 MLX = "mlx"
 COMPRESSED_TENSORS = "compressed-tensors"
@@ -64,9 +65,10 @@ class QuantBlock:
     groups: tuple[CtGroup, ...] = ()  # compressed-tensors
 
 
-def _fail(source: str, key: str, expected: str, got: Any) -> HcError:
+def _fail(source: str, key: str, expected: str, got: Any) -> ConfigError:
+    # a ConfigError, in parts: a checkpoint's config.json set aside for it names the key everywhere
     shown = type(got).__name__ if not isinstance(got, (int, str, bool)) or isinstance(got, bool) else repr(got)
-    return HcError(f"{source}: key '{key}': expected {expected}, got {shown[:60]}")
+    return ConfigError.at(source, key, expected, shown[:60])
 
 
 def _int(source: str, key: str, v: Any, hi: int) -> int:
