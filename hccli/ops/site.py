@@ -29,8 +29,9 @@ Where each line comes from (docs/commands/check-port.md has the excerpts):
   and Transformer.forward_spec (the DSpark stages: one one-hot for the stack, each stage
   hands its FFN's pre to the next, forward_head collapses with the last stage's).
 - transformers' modeling_deepseek_v4 (DeepseekV4HyperConnection, DeepseekV4DecoderLayer:
-  "comb is consumed transposed") and mlx-lm's deepseek_v4/deepseek_v41 (rms_norm before the
-  projection: the same op within rounding) read it the same way.
+  "comb is consumed transposed") and mlx-lm's deepseek_v4/deepseek_v41 read the chain the same
+  way and normalise before the projection (the same op within rounding); transformers writes
+  back in bf16 (Variant.writeback), which the published code does not.
 
 Variant holds the ways a port computes it differently; its defaults are the reference.
 `hc check-port` recomputes a port's known mistakes with them (hccli/port/check.py).

@@ -21,8 +21,8 @@ op's rounding as one float32 unit, which is what correct rounding of each op giv
 functions ports call promise less: libm's and the vector libraries' exp, the sigmoid built on
 them and the hardware rsqrt estimate (refined by one Newton step) are faithful, within one unit
 but not half of one, and an implementation may compute a step with one more op than the published
-one (a reciprocal then a multiply for a division). Twice the bound holds for those; no known
-mistake moves a step by less than 5 times it (docs/commands/check-port.md lists the smallest).
+one (a reciprocal then a multiply for a division). Twice the bound holds for those, and costs no
+detection (docs/commands/check-port.md: the known mistakes move a step by 13 times it or more).
 
 Steps cast to bf16 (collapsed and streams_out in bf16 streams) add one bf16 unit of the value,
 exactly and outside the margin: a float32 difference within the envelope rounds a value to its
