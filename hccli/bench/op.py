@@ -26,10 +26,11 @@ import datetime
 import math
 import statistics
 import subprocess
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from hccli.base.errors import HcError
+from hccli.base.jsonable import INLINE
 from hccli.base.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS, mix_width
 
 GPU_TOKENS = (1, 64, 4096, 65536, 1 << 20, 1 << 24)
@@ -63,7 +64,8 @@ class BenchRow:
 
 @dataclass(frozen=True)
 class Machine:
-    """Where and when a benchmark ran: the head of the split op's and the site's results alike."""
+    """Where and when a benchmark ran: the head of the split op's and the site's results alike (in
+    their JSON, its keys stand where it does: field(metadata=INLINE))."""
 
     device: str
     device_name: str
@@ -72,21 +74,10 @@ class Machine:
     date: str
 
 
-def result_json(result: Any) -> dict[str, Any]:
-    """A benchmark result's JSON document: its fields in order, the machine's keys where it stands."""
-    doc: dict[str, Any] = {}
-    for key, value in asdict(result).items():
-        if key == "machine":
-            doc.update(value)
-        else:
-            doc[key] = list(value) if isinstance(value, tuple) else value
-    return doc
-
-
 @dataclass(frozen=True)
 class BenchResult:
     mode: str  # "gpu" or "cpu"
-    machine: Machine
+    machine: Machine = field(metadata=INLINE)
     hc_mult: int
     sinkhorn_iters: int
     eps: float
@@ -97,9 +88,6 @@ class BenchResult:
     rows: tuple[BenchRow, ...]
     skipped: dict[str, str]  # impl -> why it was not timed
     host: tuple[Any, ...] = ()  # bench_host.HostRow, when asked for
-
-    def to_json(self) -> dict[str, Any]:
-        return result_json(self)
 
 
 def machine(torch: Any, device: str) -> Machine:

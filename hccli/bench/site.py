@@ -19,10 +19,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from hccli.base.errors import HcError
+from hccli.base.jsonable import INLINE
 from hccli.bench import op as bench
 from hccli.bench.site_host import HC, PEER, time_site_host
 from hccli.base.limits import MAX_SITE_BENCH_BYTES
@@ -64,7 +65,7 @@ class SiteRow:
 @dataclass(frozen=True)
 class SiteBenchResult:
     op: str
-    machine: bench.Machine
+    machine: bench.Machine = field(metadata=INLINE)
     hc_mult: int
     dim: int
     stream: str
@@ -77,9 +78,6 @@ class SiteBenchResult:
     rows: tuple[SiteRow, ...]
     skipped: dict[str, str]
     host: tuple[Any, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        return bench.result_json(self)
 
 
 def tilekernels() -> tuple[Any, str | None]:

@@ -52,7 +52,7 @@ class ShardPlan:
 @dataclass(frozen=True)
 class WrittenCheckpoint:
     outdir: Path
-    shards: tuple[str, ...]
+    shards: int  # shard files written
     tensors: int
     total_size: int  # sum of the tensors' byte spans, as the index records
     file_bytes: int  # apparent size of all shard files
@@ -256,7 +256,7 @@ def make_checkpoint(
             _write_file(tmp / "config.json", config_bytes)
         except OSError as exc:
             raise os_error(outdir, what, exc, f"{outdir} is left as it was") from None
-    return WrittenCheckpoint(outdir, tuple(s.file for s in shards), len(inv.tensors), total, file_bytes, phantom)
+    return WrittenCheckpoint(outdir, len(shards), len(inv.tensors), total, file_bytes, phantom)
 
 
 def _write_file(path: Path, data: bytes) -> None:

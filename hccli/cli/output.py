@@ -1,5 +1,9 @@
 """The only place that prints: rich renderables for people, JSON for scripts.
 
+The one sink: a command hands its one result object (a frozen dataclass from its core room) to
+`emit`, which writes it as JSON through the one encoder (base/jsonable.py: its fields, non-finite
+numbers as "nan", "inf", "-inf"), or prints what the command's cli/render/ module draws from it.
+
 The one width rule, for stdout and stderr alike: `COLUMNS` when it is set (on a terminal or
 not); otherwise a terminal's own width, and no wrapping at all when piped (a line there is
 data). Whatever the width, nothing is cut and no word is split: a table's columns are never
@@ -10,10 +14,11 @@ past it whole; nothing ends in "..." (rich's cropping is off).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from hccli.base.jsonable import to_jsonable  # noqa: F401 - the output layer's one converter, re-exported
 
@@ -87,12 +92,29 @@ def _writing_stdout() -> Iterator[None]:
         raise OSError(exc.errno, exc.strerror or str(exc), "standard output") from exc
 
 
-def emit_json(obj: Any) -> None:
-    """Write one JSON document to stdout (no rich markup, no wrapping)."""
-    text = json.dumps(to_jsonable(obj), indent=2, allow_nan=False) + "\n"
+def json_document(result: Any) -> Any:
+    """A command's result object as the JSON values `--json` writes (a plot drawn from them draws
+    what is printed). Only a result object: a dict assembled on the way would be a second builder."""
+    if not dataclasses.is_dataclass(result) or isinstance(result, type):
+        raise TypeError(f"--json writes a command's result object (a dataclass), not a {type(result).__name__}")
+    return to_jsonable(result)
+
+
+def emit_json(result: Any) -> None:
+    """Write a result object as one JSON document to stdout (no rich markup, no wrapping)."""
+    text = json.dumps(json_document(result), indent=2, allow_nan=False) + "\n"
     with _writing_stdout():
         sys.stdout.write(text)
         sys.stdout.flush()
+
+
+def emit(result: Any, json_out: bool, render: Callable[[], Iterable[Any]]) -> None:
+    """The one sink of a command's result: its JSON document, or for people what render() draws
+    from it (called only then: `--json` never loads the renderers, nor rich)."""
+    if json_out:
+        emit_json(result)
+    else:
+        show(*render())
 
 
 def unclipped(r: Any) -> Any:

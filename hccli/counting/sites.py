@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Collection
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from hccli.model.config.model import ModelConfig
 from hccli.base.errors import HcError
@@ -24,6 +25,13 @@ from hccli.model.layers import LayerPlan, format_ranges
 from hccli.base.vocab import HC_SITES, hc_tensor_name, parse_hc_name
 
 HC_COMPONENTS = ("pre", "post", "comb", "fn")
+# each component's title, in the tables and in a selection line's sentence, which --json carries too
+HC_TITLES = {
+    "pre": "Reading weights",
+    "post": "Writing weights",
+    "comb": "Stream combination",
+    "fn": "Mix projection",
+}
 # what a layer can be selected by: its attention role, and the tags beside it (model/layers.py)
 ROLES = ("window", "source", "reuse", "reindex", "compressed", "engram", "hash", "stage")
 
@@ -119,6 +127,20 @@ class SelectionLine:
     per_instance: int | None
     instances: int
     total: int
+
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("text",)  # the sentence beside its numbers
+
+    @property
+    def text(self) -> str:
+        """'Stream combination (attn): 17 x 5 layers = 85'."""
+        if self.site == "head":
+            unit = "head mix" if self.instances == 1 else "head mixes"
+        else:
+            unit = "layer" if self.instances == 1 else "layers"
+        head = f"{HC_TITLES[self.component]} ({self.site})"
+        if self.per_instance is not None:
+            return f"{head}: {self.per_instance:,} x {self.instances} {unit} = {self.total:,}"
+        return f"{head}: {self.instances} {unit}, {self.total:,} in all"
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,8 @@ same bits: +0.0 against -0.0 is within any tolerance, not equal. Nothing here pr
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
-from typing import Any, Callable, Collection, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Collection, Iterator
 
 import numpy as np
 
@@ -63,6 +63,8 @@ class SiteRow:
     stored_a: str | None
     stored_b: str | None
     effect: Effect | None = None
+
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("ok",)
 
     @property
     def ok(self) -> bool:
@@ -128,6 +130,8 @@ class DiffReport:
     hc_tensors: int = 0  # HC tensor names on either side, selected or not
     shared_others: int = 0  # other tensors both sides hold, selected or not
 
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("hc_ok", "not_kept", "exit_code")
+
     @property
     def hc_ok(self) -> bool:
         return all(r.ok for r in self.sites)
@@ -145,14 +149,6 @@ class DiffReport:
     @property
     def exit_code(self) -> int:
         return 1 if self.not_kept else 0
-
-    def to_json(self) -> dict[str, Any]:
-        doc = asdict(self)
-        doc["sites"] = [{**asdict(r), "ok": r.ok} for r in self.sites]
-        doc["hc_ok"] = self.hc_ok
-        doc["not_kept"] = self.not_kept
-        doc["exit_code"] = self.exit_code
-        return doc
 
 
 # --- the model they are ------------------------------------------------------------------

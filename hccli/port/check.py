@@ -15,6 +15,7 @@ it as the reference, so that the rest of the port is judged. Nothing here prints
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 
@@ -88,6 +89,8 @@ class PortReport:
     inputs_used: tuple[InputUse, ...] = field(default=())  # the port's own inputs the sites were judged from
     accepted: tuple[str, ...] = field(default=())  # --accept: shipped variants taken as the reference
     closest: tuple[Closest, ...] = field(default=())  # where nothing explains: the nearest hypotheses, ranked
+
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("exit_code",)
 
     @property
     def exit_code(self) -> int:

@@ -14,7 +14,7 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import ClassVar
 
 import numpy as np
 
@@ -155,6 +155,8 @@ class Comparison:
     outputs: dict[str, OutputDiff]
     stored_impl: str | None  # what wrote the file, as its metadata says
 
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("ok",)
+
     @property
     def ok(self) -> bool:
         return all(d.beyond_atol == 0 for d in self.outputs.values())
@@ -186,13 +188,3 @@ def compare(golden: Golden, impl: str = "auto", device: str | None = None, atol:
     return Comparison(str(golden.path), chosen.name, chosen.device, chosen.reason, int(golden.mixes.shape[0]), hc,
                       golden.iters, golden.eps, float(atol), diffs, golden.meta.get("impl"))
 
-
-def as_json(c: Comparison) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    doc = asdict(c)
-    for d in doc["outputs"].values():  # JSON has no infinity: an infinite difference is null
-        if not math.isfinite(d["max_abs_diff"]):
-            d["max_abs_diff"] = None
-    doc["ok"] = c.ok
-    return doc

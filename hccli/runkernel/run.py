@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Union
 import numpy as np
 
 from hccli.base.errors import HcError
-from hccli.base.jsonable import to_jsonable
 from hccli.runkernel import inputs
 from hccli.base.limits import MAX_SINKHORN_ITERS, check_hc_mult
 from hccli.base.vocab import (DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_NORM_EPS, DEFAULT_SINKHORN_ITERS,
@@ -97,6 +96,38 @@ class RunInput:
 
 
 @dataclass(frozen=True)
+class RunParamsDocument:
+    """The parameters the op ran with, as `run-kernel --json` states them."""
+
+    hc_mult: int
+    sinkhorn_iters: int
+    eps: float
+    origin: str  # where hc_mult/iters/eps came from
+    base_scale: str  # where hc_base/hc_scale came from
+    hc_scale: np.ndarray
+    hc_base: np.ndarray
+
+
+@dataclass(frozen=True)
+class RunDocument:
+    """`hc run-kernel --json`, field by field in its order (output.emit writes it)."""
+
+    impl: str
+    device: str
+    reason: str
+    tokens: int
+    input: str  # where the mixes came from
+    params: RunParamsDocument
+    config_note: ConfigUnusable | None
+    nonfinite_tokens: tuple[int, ...]
+    max_abs_row_sum_dev: float
+    max_abs_col_sum_dev: float
+    pre: np.ndarray
+    post: np.ndarray
+    comb: np.ndarray
+
+
+@dataclass(frozen=True)
 class RunResult:
     impl: str
     device: str
@@ -118,26 +149,12 @@ class RunResult:
         c = self.comb[ok].astype(np.float64)
         return float(np.abs(c.sum(-1) - 1).max()), float(np.abs(c.sum(-2) - 1).max())
 
-    def to_json(self) -> dict[str, Any]:
+    def document(self) -> RunDocument:
         row, col = self.deviations()
-        p = self.input.params
-        return {
-            "impl": self.impl,
-            "device": self.device,
-            "reason": self.reason,
-            "tokens": self.tokens,
-            "input": self.input.provenance,
-            "params": {"hc_mult": p.hc_mult, "sinkhorn_iters": p.iters, "eps": p.eps, "origin": p.origin,
-                       "base_scale": self.input.params_provenance,
-                       "hc_scale": self.input.scale.tolist(), "hc_base": self.input.base.tolist()},
-            "config_note": to_jsonable(self.input.config_note),
-            "nonfinite_tokens": list(self.input.nonfinite_tokens),
-            "max_abs_row_sum_dev": row,
-            "max_abs_col_sum_dev": col,
-            "pre": self.pre.tolist(),
-            "post": self.post.tolist(),
-            "comb": self.comb.tolist(),
-        }
+        i, p = self.input, self.input.params
+        return RunDocument(self.impl, self.device, self.reason, self.tokens, i.provenance,
+                           RunParamsDocument(p.hc_mult, p.iters, p.eps, p.origin, i.params_provenance, i.scale, i.base),
+                           i.config_note, i.nonfinite_tokens, row, col, self.pre, self.post, self.comb)
 
 
 def _params_from_config(path: Path, what: str) -> RunParams:

@@ -19,7 +19,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, ClassVar, Iterable
 
 import numpy as np
 
@@ -314,6 +314,8 @@ class GoldenComparison:
     tokens: int
     atol: float
     steps: tuple[StepDiff, ...]
+
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("ok",)
 
     @property
     def ok(self) -> bool:

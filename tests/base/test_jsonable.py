@@ -3,10 +3,12 @@
 import json
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
-from hccli.base.jsonable import NOT_IN_JSON, OMIT_IF_NONE, to_jsonable
+from hccli.base.jsonable import INLINE, NOT_IN_JSON, OMIT_IF_NONE, to_jsonable
 
 
 @dataclass(frozen=True)
@@ -52,3 +54,34 @@ def test_sets_sorted_and_unknown_types_refused():
     assert to_jsonable(frozenset({3, 1, 2})) == [1, 2, 3]
     with pytest.raises(TypeError, match="object"):
         to_jsonable(object())
+
+
+@dataclass(frozen=True)
+class _Where:
+    device: str
+    date: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Result:
+    mode: str
+    where: _Where = field(metadata=INLINE)
+    beyond: int = 0
+    out: Path = Path("out")
+
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("ok", "exit_code")
+
+    @property
+    def ok(self) -> bool:
+        return self.beyond == 0
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+
+def test_inlined_fields_stand_in_place_and_properties_follow_the_fields():
+    doc = to_jsonable(_Result("gpu", _Where("cuda:0", "now"), 3, Path("a") / "b"))
+    assert list(doc.items()) == [("mode", "gpu"), ("device", "cuda:0"), ("date", "now"), ("beyond", 3),
+                                 ("out", "a/b"), ("ok", False), ("exit_code", 1)]
+    assert to_jsonable(_Result("cpu", _Where("cpu", "now")))["ok"] is True  # read when converted, not stored

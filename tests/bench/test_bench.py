@@ -106,6 +106,7 @@ def test_both_results_open_with_the_machine_in_their_json_and_tables():
     # one Machine for the split op's and the site's results; their JSON keeps its flat keys in their places
     from rich.console import Console
 
+    from hccli.cli.output import json_document
     from hccli.cli.render import bench as render_bench, bench_site as render_bench_site
     from hccli.bench.op import BenchResult, Machine
     from hccli.bench.site import SiteBenchResult
@@ -114,11 +115,12 @@ def test_both_results_open_with_the_machine_in_their_json_and_tables():
     split = BenchResult("gpu", m, 4, 20, 1e-6, 192, 4000.0, "the torch reference", "median", (), {}, ())
     site = SiteBenchResult("site-pre", m, 4, 5120, "bfloat16", 20, 1e-6, 1e-20, 51280, 4191.0, "median", (), {})
     head = ["device", "device_name", "driver", "versions", "date"]
-    assert list(split.to_json()) == ["mode", *head, "hc_mult", "sinkhorn_iters", "eps", "bytes_per_token",
-                                     "copy_gbps", "reference", "statistic", "rows", "skipped", "host"]
-    assert list(site.to_json()) == ["op", *head, "hc_mult", "dim", "stream", "sinkhorn_iters", "eps", "norm_eps",
-                                    "bytes_per_token", "copy_gbps", "statistic", "rows", "skipped", "host"]
-    assert split.to_json()["versions"] == m.versions and site.to_json()["rows"] == []
+    assert list(json_document(split)) == ["mode", *head, "hc_mult", "sinkhorn_iters", "eps", "bytes_per_token",
+                                          "copy_gbps", "reference", "statistic", "rows", "skipped", "host"]
+    assert list(json_document(site)) == ["op", *head, "hc_mult", "dim", "stream", "sinkhorn_iters", "eps",
+                                         "norm_eps", "bytes_per_token", "copy_gbps", "statistic", "rows", "skipped",
+                                         "host"]
+    assert json_document(split)["versions"] == m.versions and json_document(site)["rows"] == []
     for renderables in (render_bench.renderables(split), render_bench_site.renderables(site)):
         console = Console(record=True, width=200)
         console.print(next(iter(renderables)))

@@ -103,3 +103,41 @@ def test_markup_leaves_emoji_codes_as_written(text):
 
     assert markup(text).plain == Text.from_markup(text, emoji=False).plain
     assert ":" in markup(text).plain and markup(text).plain != Text.from_markup(text).plain
+
+
+def test_the_sink_takes_a_result_object_only():
+    # a dict assembled in a command would be a second builder of its document
+    assert output.json_document(_Doc([], {})) == {"rows": [], "by": {}, "missing": None}
+    for built in ({"ok": True}, [1], _Doc):
+        with pytest.raises(TypeError, match="result object"):
+            output.json_document(built)
+
+
+def test_an_infinite_difference_reads_the_same_in_run_kernel_and_run_site(tmp_path):
+    # run-kernel --compare once wrote null for it and run-site --compare "inf": one encoder, one way
+    pytest.importorskip("torch")
+    import json
+
+    import numpy as np
+    from safetensors import safe_open
+    from safetensors.numpy import save_file
+
+    def with_an_infinity(src, name):
+        with safe_open(str(src), framework="numpy") as f:
+            tensors, meta = {k: f.get_tensor(k) for k in f.keys()}, f.metadata()
+        tensors[name] = tensors[name].copy()
+        tensors[name].flat[0] = np.inf  # the re-run's value is finite: |inf - x| = inf
+        save_file(tensors, str(tmp_path / f"inf-{src.name}"), metadata=meta)
+        return tmp_path / f"inf-{src.name}"
+
+    kernel, site = tmp_path / "kernel.safetensors", tmp_path / "site.safetensors"
+    assert run_hc("run-kernel", "--tokens", 5, "--save", kernel).exit_code == 0
+    assert run_hc("run-site", SAMPLES / "tiny-v4.1.json", "--tokens", 2, "--layers", 0, "--save", site).exit_code == 0
+    k = run_hc("run-kernel", "--compare", with_an_infinity(kernel, "comb"), "--json")
+    s = run_hc("run-site", "--compare", with_an_infinity(site, "0.attn.comb"), "--json")
+    assert k.exit_code == 1 and s.exit_code == 1, k.stderr + s.stderr
+    assert k.json()["outputs"]["comb"]["max_abs_diff"] == "inf"
+    assert {x["step"]: x for x in s.json()["steps"]}["comb"]["max_abs_diff"] == "inf"
+    for r in (k, s):
+        assert '"max_abs_diff": "inf"' in r.stdout and "null" not in r.stdout
+        json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"{c} is no JSON"))  # no bare Infinity

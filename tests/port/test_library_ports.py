@@ -96,6 +96,13 @@ def test_a_chained_port_is_judged_from_its_own_inputs_and_says_so(hc, root, tmp_
     assert r.exit_code == 2 and "--accept" in r.stderr and "bf16-write-back" in r.stderr
 
 
+def test_accept_takes_every_shipped_variant_and_nothing_else():
+    from hccli.cli.commands.check_port import ACCEPTABLE
+    from hccli.port.mistakes import SHIPPED
+
+    assert set(ACCEPTABLE) == set(SHIPPED)
+
+
 # ---- mistakes edited into the libraries' own functions -----------------------------------------
 
 def _tf_layer(monkeypatch, f32_write_back: bool, untransposed: bool = False):

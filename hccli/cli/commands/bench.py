@@ -92,7 +92,7 @@ def bench_cmd(
     error against the float64 chain, at 1, 16, 128, 1K, 8K and 64K tokens by default.
     """
     from hccli.cli.render import bench as render_bench
-    from hccli.cli.output import emit_json, progress_bar, show
+    from hccli.cli.output import emit, progress_bar
     from hccli.bench.op import run_bench
 
     if op != "split":
@@ -110,17 +110,14 @@ def bench_cmd(
                            sinkhorn_iters=DEFAULT_SINKHORN_ITERS if iters is None else iters,
                            eps=DEFAULT_HC_EPS if eps is None else eps, device=device, reps=reps,
                            warmup=warmup, seed=seed, host=host, progress=tick)
-    if json_out:
-        emit_json(result.to_json())
-    else:
-        show(*render_bench.renderables(result))
+    emit(result, json_out, lambda: render_bench.renderables(result))
 
 
 def _site(op: str, dim: int, stream: str, norm_eps: float | None, tokens: list[int] | None, impl: list[str] | None,
           device: str | None, hc_mult: int | None, iters: int | None, eps: float | None, reps: int, warmup: int, seed: int, host: bool,
           json_out: bool) -> None:
     from hccli.cli.render import bench_site as render_bench_site
-    from hccli.cli.output import emit_json, progress_bar, show
+    from hccli.cli.output import emit, progress_bar
     from hccli.bench.site import run_site_bench
 
     if hc_mult not in (None, 4):
@@ -131,7 +128,4 @@ def _site(op: str, dim: int, stream: str, norm_eps: float | None, tokens: list[i
                                 eps=DEFAULT_HC_EPS if eps is None else eps,
                                 norm_eps=SITE_NORM_EPS if norm_eps is None else norm_eps, reps=reps,
                                 warmup=warmup, seed=seed, host=host, device=device, progress=tick)
-    if json_out:
-        emit_json(result.to_json())
-    else:
-        show(*render_bench_site.renderables(result))
+    emit(result, json_out, lambda: render_bench_site.renderables(result))

@@ -31,13 +31,10 @@ def list_cmd(json_out: JsonOpt = False) -> None:
     """Show each cached repository, revision, commit and file with the bytes its entries take, and the total."""
     from hccli.checkpoint.remote.cache import list_cache
     from hccli.cli.render import cache as render_cache
-    from hccli.cli.output import emit_json, show
+    from hccli.cli.output import emit
 
     listing = list_cache()
-    if json_out:
-        emit_json(listing)
-    else:
-        show(*render_cache.listing(listing))
+    emit(listing, json_out, lambda: render_cache.listing(listing))
 
 
 @cache_app.command("clear", epilog=EPILOG)
@@ -54,7 +51,7 @@ def clear_cmd(
     """
     from hccli.checkpoint.remote.cache import clear_cache
     from hccli.cli.render import cache as render_cache
-    from hccli.cli.output import emit_json, show
+    from hccli.cli.output import emit
     from hccli.base.errors import HcError
 
     repo_id = None
@@ -68,7 +65,4 @@ def clear_cmd(
                           "without a revision or subfolder: its entries of every commit are removed")
         repo_id = ref.repo_id
     cleared = clear_cache(repo_id)
-    if json_out:
-        emit_json(cleared)
-    else:
-        show(*render_cache.cleared(cleared, repo_id))
+    emit(cleared, json_out, lambda: render_cache.cleared(cleared, repo_id))

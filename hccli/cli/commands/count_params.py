@@ -13,7 +13,7 @@ from hccli.cli.render import count as render_count
 from hccli.cli.app import app
 from hccli.cli.options import (ComponentsOpt, GroupOpt, JsonOpt, LayersOpt, PlotOpt, RolesOpt, SitesOpt,
                                check_plot)
-from hccli.cli.output import emit_json, note, safe, show
+from hccli.cli.output import emit, json_document, note, safe
 from hccli.base.errors import HcError
 
 EPILOG = """Examples:
@@ -84,15 +84,11 @@ def count_params(
         config, layers=layers, groups=group, roles=role, sites=site, components=component,
         stages=stages, by_layer=by_layer, model=model,
     )
-    doc = render_count.json_document(report)
-    if json_out:
-        emit_json(doc)
-    else:
-        show(*render_count.renderables(report))
+    emit(report, json_out, lambda: render_count.renderables(report))
     if plot is not None:
         from hccli.plot import write_plot
         from hccli.plot.params import params_data_from_json, plot_params
 
         # drawn from the JSON document itself, so that the bars are the figures --json prints
-        data = params_data_from_json(doc, convention or PLOT_CONVENTIONS[0])
+        data = params_data_from_json(json_document(report), convention or PLOT_CONVENTIONS[0])
         note(safe(write_plot(plot, plot_params, data, forbidden_dir=guard)), wrap=False)

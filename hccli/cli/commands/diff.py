@@ -58,7 +58,7 @@ def diff_cmd(
     cannot be read, spells one tensor twice or the two are different models. Never writes anything.
     """
     from hccli.cli.render import diff as render_diff
-    from hccli.cli.output import config_warning, emit_json, progress_bar, show
+    from hccli.cli.output import config_warning, emit, progress_bar
     from hccli.diffing.diff import build_diff
     from hccli.base.errors import HcError
     from hccli.checkpoint.view import open_view
@@ -80,10 +80,7 @@ def diff_cmd(
                 report = build_diff(va, vb, atol=atol, rtol=rtol, tokens=tokens, seed=seed,
                                     values_all=values == "all", progress=tick, layers=layers,
                                     sites=frozenset(sites) if sites else None)
-    if json_out:
-        emit_json(report.to_json())
-    else:
-        show(*render_diff.renderables(report, limit=limit))
+    emit(report, json_out, lambda: render_diff.renderables(report, limit=limit))
     if plot is not None:
         from hccli.cli.output import note, safe
         from hccli.plot import write_plot

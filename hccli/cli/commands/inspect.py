@@ -93,7 +93,7 @@ def inspect_cmd(
 
     if quiet and not verify:
         raise HcError("--quiet prints --verify's verdict and findings only; add --verify (or leave out --quiet)")
-    from hccli.cli.output import config_warning, emit_json, note, progress_bar, safe, show
+    from hccli.cli.output import config_warning, emit, note, progress_bar, safe
     from hccli.inspecting.report import build_inspect
 
     with progress_bar("reading headers", enabled=not json_out) as tick:
@@ -120,16 +120,17 @@ def inspect_cmd(
 
         # from the document --json prints, before any output: a checkpoint without HC values fails here
         figure = inspect_figure_data(doc, report.ckpt.config)
-    if json_out:
-        emit_json(doc)
-    else:
+
+    def render():
         # rich's tables and trees: --json never loads them
         from hccli.cli.render import inspect as render_inspect
 
         filters = ", ".join(f for f in (f"name {name}" if name else "", f"dtype {dtype}" if dtype else "",
                                         "layers selected" if layer is not None else "") if f)
         view = render_inspect.View(tree=tree, quiet=quiet, detail=hc_layer is not None, limit=limit, filters=filters)
-        show(*render_inspect.renderables(report, view))
+        return render_inspect.renderables(report, view)
+
+    emit(doc, json_out, render)
     if figure is not None:
         from hccli.plot import write_plot
         from hccli.plot.model import plot_model

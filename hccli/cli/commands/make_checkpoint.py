@@ -43,7 +43,7 @@ def make_checkpoint_cmd(
     files: a 510 GB V4.1-Flash takes a few MB of disk. OUTDIR appears whole or
     not at all (written beside it, then renamed into place).
     """
-    from hccli.cli.output import emit_json, progress_bar, show
+    from hccli.cli.output import emit, progress_bar
     from hccli.base.errors import HcError
     from hccli.checkpoint.synth import make_checkpoint
 
@@ -59,10 +59,6 @@ def make_checkpoint_cmd(
         raise HcError(f"--seed {seed}: expected a non-negative integer")
     with progress_bar("writing shards", enabled=not json_out) as tick:
         done = make_checkpoint(config, outdir, phantom=phantom, seed=seed, force=force, progress=tick)
-    if json_out:
-        emit_json({"outdir": str(done.outdir), "shards": len(done.shards), "tensors": done.tensors,
-                   "total_size": done.total_size, "file_bytes": done.file_bytes, "phantom": done.phantom})
-    else:
-        kind = "phantom (sparse) " if done.phantom else ""
-        show(f"wrote {kind}checkpoint {done.outdir}: {len(done.shards)} shards, {done.tensors:,} tensors, "
-             f"{done.total_size:,} bytes of tensor data")
+    kind = "phantom (sparse) " if done.phantom else ""
+    emit(done, json_out, lambda: [f"wrote {kind}checkpoint {done.outdir}: {done.shards} shards, {done.tensors:,} "
+                                  f"tensors, {done.total_size:,} bytes of tensor data"])

@@ -101,7 +101,7 @@ def run_kernel_cmd(
     --hidden/--hidden-file or --checkpoint say otherwise. --compare FILE re-runs a --save file.
     """
     from hccli.cli.render import kernel as render_kernel
-    from hccli.cli.output import config_warning, emit_json, note, safe, show
+    from hccli.cli.output import config_warning, emit, note, safe
 
     if compare is not None and plot is not None:
         raise HcError("--plot draws the outputs of a run and --compare prints a comparison; give one")
@@ -117,10 +117,7 @@ def run_kernel_cmd(
         from hccli.runkernel import golden
 
         result = golden.compare(golden.read(compare), impl, device, atol)
-        if json_out:
-            emit_json(golden.as_json(result))
-        else:
-            show(*render_kernel.comparison(result))
+        emit(result, json_out, lambda: render_kernel.comparison(result))
         if not result.ok:
             raise typer.Exit(1)
         return
@@ -149,10 +146,7 @@ def run_kernel_cmd(
     result = run(inp, impl, device)
     if save is not None:
         save_golden(result, save, force=force, protect=protect)  # checked again as it is written
-    if json_out:
-        emit_json(result.to_json())
-    else:
-        show(*render_kernel.renderables(result, limit=limit, saved=save))
+    emit(result.document(), json_out, lambda: render_kernel.renderables(result, limit=limit, saved=save))
     if plot is not None:
         from hccli.plot import write_plot
         from hccli.plot.kernel import KernelFigureData, plot_kernel

@@ -95,7 +95,7 @@ def run_site_cmd(
     judges a port's outputs against them.
     """
     from hccli.cli.render import site as render_site
-    from hccli.cli.output import config_warning, emit_json, note, safe, show
+    from hccli.cli.output import config_warning, emit, note, safe
 
     if compare is not None:
         given = [flag for flag, v in (("SOURCE", source), ("--config", config), ("--layers", layers),
@@ -110,10 +110,7 @@ def run_site_cmd(
         from hccli.runsite.run import compare_file
 
         result = compare_file(compare, impl, device, atol)
-        if json_out:
-            emit_json({**render_site.jsonable(result), "ok": result.ok})
-        else:
-            show(*render_site.comparison(result))
+        emit(result, json_out, lambda: render_site.comparison(result))
         if not result.ok:
             raise typer.Exit(1)
         return
@@ -140,10 +137,7 @@ def run_site_cmd(
     config_warning(model.config_note)  # before the run: it may be why the run fails
     req = RunRequest(tokens, seed, streams, sublayer, layers, tuple(sites) if sites else None, precision, impl, device)
     report = run_site(model, req, save, force=force)
-    if json_out:
-        emit_json(report)
-    else:
-        show(*render_site.renderables(report))
+    emit(report, json_out, lambda: render_site.renderables(report))
     if plot is not None:
         from hccli.plot import write_plot
         from hccli.plot.site import SiteFigureData, plot_site

@@ -1,6 +1,7 @@
-"""`hc count-params` for people and for scripts: rich renderables (printed by
-output.show) and the JSON document, both from the report's typed rows. The
-titles and sentences live here, not in the core."""
+"""`hc count-params` for people: rich renderables (printed by output.show) from the
+report's typed rows, whose fields are the JSON document. The titles and sentences
+of the tables live here; a selection line's sentence is the line's own (--json
+carries it too)."""
 
 from __future__ import annotations
 
@@ -8,21 +9,14 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from rich.text import Text  # rich.console loads it anyway
 
-from hccli.counting.sites import SelectionLine
+from hccli.counting.sites import HC_TITLES
 from hccli.cli.output import markup, safe
 from hccli.counting.report import CountReport
-from hccli.base.jsonable import to_jsonable
 
 if TYPE_CHECKING:
     from rich.table import Table
 
 SITE_TITLES = {"attn": "attention site", "ffn": "FFN site", "head": "head mix"}
-HC_TITLES = {
-    "pre": "Reading weights",
-    "post": "Writing weights",
-    "comb": "Stream combination",
-    "fn": "Mix projection",
-}
 COMPONENT_TITLES = {
     "attention": "Attention",
     "indexer": "Indexer",
@@ -37,26 +31,6 @@ COMPONENT_TITLES = {
     "vision": "Vision",
     "dspark": "DSpark / MTP stages",
 }
-
-
-def line_text(line: SelectionLine) -> str:
-    """'Stream combination (attn): 17 x 5 layers = 85'."""
-    if line.site == "head":
-        unit = "head mix" if line.instances == 1 else "head mixes"
-    else:
-        unit = "layer" if line.instances == 1 else "layers"
-    head = f"{HC_TITLES[line.component]} ({line.site})"
-    if line.per_instance is not None:
-        return f"{head}: {line.per_instance:,} x {line.instances} {unit} = {line.total:,}"
-    return f"{head}: {line.instances} {unit}, {line.total:,} in all"
-
-
-def json_document(r: CountReport) -> dict[str, Any]:
-    """The report's rows, with each selection line's sentence beside its numbers."""
-    doc = to_jsonable(r)
-    for line, out in zip(r.selection.lines, doc["selection"]["lines"]):
-        out["text"] = line_text(line)
-    return doc
 
 
 # Column kinds. Numbers and names are data: never wrapped, and never cut to "…"
@@ -105,7 +79,7 @@ def _selection(r: CountReport) -> Iterator[Any]:
     sel = r.selection
     yield markup(f"\n[bold]Selection[/]: {safe(sel.description)}")
     for line in sel.lines:
-        yield Text("  " + line_text(line))
+        yield Text("  " + line.text)
     if len(sel.lines) > 1:
         unit = "site" if sel.instances == 1 else "sites"
         if sel.per_instance is not None:

@@ -6,7 +6,7 @@ from typing import Any, Iterator
 
 from rich.table import Table
 
-from hccli.cli.output import markup, safe, to_jsonable
+from hccli.cli.output import markup, safe
 from hccli.port.check import PortReport
 
 
@@ -35,7 +35,3 @@ def renderables(r: PortReport) -> Iterator[Any]:
         shown = ", ".join(r.ignored[:5]) + (" ..." if len(r.ignored) > 5 else "")
         yield markup(f"[yellow]note[/]: {len(r.ignored)} tensor(s) of the port are no golden step, passed over: "
                      f"{safe(shown)}")
-
-
-def jsonable(r: PortReport) -> Any:
-    return to_jsonable(r)

@@ -7,7 +7,7 @@ from typing import Any, Iterator
 from rich.table import Table
 from rich.text import Text
 
-from hccli.cli.output import markup, safe, to_jsonable
+from hccli.cli.output import markup, safe
 from hccli.runsite.golden import GoldenComparison
 from hccli.runsite.run import SiteRunReport
 
@@ -73,7 +73,3 @@ def comparison(c: GoldenComparison) -> Iterator[Any]:
         t.add_row(s.step, str(s.sites), f"{s.max_abs_diff:.3g}", f"{s.differing:,}", f"[{style}]{s.beyond_atol:,}[/]")
     yield t
     yield markup("[green]equal within --atol[/]" if c.ok else "[red]differs beyond --atol[/] (exit status 1)")
-
-
-def jsonable(c: GoldenComparison) -> Any:
-    return to_jsonable(c)
