@@ -104,14 +104,10 @@ CLOSE_ENOUGH = 0.01
 
 def _explanation(ev: Evaluation, t: Trial) -> Explanation:
     shipped = tuple(f"{m.key}: {m.shipped}" for m in t.mistakes if m.shipped)
+    parts = tuple(Trial((m,), t.factor, None, 0.0).text() for m in t.mistakes)
     return Explanation(tuple(m.key for m in t.mistakes), t.text(), tuple(m.report for m in t.mistakes),
                        max((c.max_abs for c in t.checks), default=0.0), max((c.worst for c in t.checks), default=0.0),
-                       shipped, _cost(ev) if shipped else None,
-                       _parts(t))
-
-
-def _parts(t: Trial) -> tuple[str, ...]:
-    return tuple(Trial((m,), t.factor, None, 0.0).text() for m in t.mistakes)
+                       shipped, _cost(ev) if shipped else None, parts)
 
 
 def _cost(ev: Evaluation) -> float:

@@ -122,7 +122,7 @@ class SiteExpect:
         self._values: dict[tuple, object] = {}  # the small steps (rsqrt, mixes, split) by their fields
         self._checks: dict[tuple, Check] = {}
 
-    def fields(self, step: str, v: Variant) -> tuple:  # noqa: C901 - one line a step
+    def fields(self, step: str, v: Variant) -> tuple:
         """The variant fields a step's value reads: its own op's, and those of the steps before it
         that the port did not give (a step the port gave is taken as given)."""
         if step == "rsqrt":
