@@ -23,6 +23,24 @@ MAX_ELEMENTS = 1 << 22
 # float64 oracle (4x for bfloat16) and the eager chain's float32 temporaries a run stays < 80 GB.
 MAX_SITE_BENCH_BYTES = 8 << 30
 
+# `hc bench` (the split op). Timed samples and untimed calls per point, and token counts a run:
+# the defaults are 15, 3 and 6; a median over 1,000 samples is as steady as timing gets, and the
+# first warm-up call is the one that builds the kernels.
+MAX_BENCH_REPS = 1000
+MAX_BENCH_WARMUP = 100
+MAX_BENCH_POINTS = 32
+# What one token count holds at once (bench.peak_bytes: the rotated input sets, the reference's
+# temporaries and the float64 comparison), estimated before anything is built. On a GPU the
+# default's 16M tokens at hc 4 take about 27 GiB of an H200's 141; on the CPU the bound keeps a
+# run well inside a small machine's memory.
+MAX_BENCH_BYTES = 32 << 30
+MAX_CPU_BENCH_BYTES = 4 << 30
+# The torch reference's work in a run (bench.work: tokens x hc^2 x iterations, summed over every
+# call): on the CPU about a minute of a two-core machine, which reaches 1M tokens at the
+# defaults; on a GPU about seventy times the default run's.
+MAX_CPU_BENCH_WORK = 1 << 33
+MAX_GPU_BENCH_WORK = 1 << 45
+
 # JSON mixes: bytes read whole, and characters in one number (nesting: bounded.MAX_JSON_DEPTH).
 MAX_JSON_BYTES = 8 << 20
 MAX_JSON_DIGITS = 64

@@ -38,7 +38,7 @@ class HostRow:
     call_vs_raw: float | None  # call_us / raw_us
 
 
-def _host_us(torch: Any, cuda: bool, fn: Callable[[], Any], calls: int, reps: int) -> float:
+def host_us(torch: Any, cuda: bool, fn: Callable[[], Any], calls: int, reps: int) -> float:
     out = []
     for _ in range(reps):
         if cuda:
@@ -87,9 +87,9 @@ def time_host(torch: Any, device: str, names: tuple[str, ...], hc: int, iters: i
                 prepare, raw_kernel = timing(name, hc, iters, eps, n)
                 raw_args = prepare(mixes, scale, base, *outs)
                 call()  # the first call compiles and fills the fast path's cache
-                raw_us = _host_us(torch, cuda, lambda: raw_kernel(*raw_args), calls, reps)
-            call_us = _host_us(torch, cuda, call, calls, reps)
-            alloc_us = _host_us(torch, cuda, alloc, calls, reps)
+                raw_us = host_us(torch, cuda, lambda: raw_kernel(*raw_args), calls, reps)
+            call_us = host_us(torch, cuda, call, calls, reps)
+            alloc_us = host_us(torch, cuda, alloc, calls, reps)
             rows.append(HostRow(name, n, gpu_ms.get((name, n)), raw_us, call_us, alloc_us,
                                 call_us / raw_us if raw_us else None))
     return tuple(rows)

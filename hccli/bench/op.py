@@ -32,6 +32,8 @@ from typing import Any, Callable
 from hccli.base.errors import HcError
 from hccli.base.jsonable import INLINE
 from hccli.base.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS, mix_width
+from hccli.base.limits import (MAX_BENCH_BYTES, MAX_BENCH_POINTS, MAX_BENCH_REPS, MAX_BENCH_WARMUP,
+                               MAX_CPU_BENCH_BYTES, MAX_CPU_BENCH_WORK, MAX_GPU_BENCH_WORK)
 
 GPU_TOKENS = (1, 64, 4096, 65536, 1 << 20, 1 << 24)
 CPU_TOKENS = (1, 64, 4096, 65536)
@@ -44,6 +46,51 @@ NO_GPU = ("no CUDA GPU here: hc bench times the tilelang kernels on a GPU; "
 def bytes_per_token(hc: int) -> int:
     """Fewest bytes one token moves: its mix row read, pre, post and comb written (float32)."""
     return 4 * (mix_width(hc) + 2 * hc + hc * hc)
+
+
+# Output-sized arrays alive at the peak of one token count, beside its input sets: the reference's
+# temporaries, the outputs kept for the comparison and its float64 copies, with a margin.
+PEAK_OUTPUTS = 16
+
+
+def peak_bytes(n: int, hc: int) -> int:
+    """An upper estimate of what one token count holds at once: the rotated sets (at most the
+    rotation's bytes and one set more) and PEAK_OUTPUTS arrays of pre, post and comb."""
+    return ROTATE_BYTES + n * bytes_per_token(hc) + PEAK_OUTPUTS * n * 4 * (2 * hc + hc * hc)
+
+
+def calls_per_point(reps: int, warmup: int) -> int:
+    """Calls of one implementation at one token count, a sample of one call each (more calls a
+    sample only where a call is short): warm-up, the compared output, the estimate, the samples."""
+    return max(1, warmup) + 1 + 3 + reps
+
+
+def work(tokens: tuple[int, ...], hc: int, iters: int, calls: int) -> int:
+    """The reference's work for every call of one implementation: tokens x hc^2 x iterations."""
+    return sum(tokens) * hc * hc * iters * calls
+
+
+def check_size(tokens: tuple[int, ...], hc: int, iters: int, reps: int, warmup: int, impls: int,
+               cuda: bool, default: bool = False) -> None:
+    """Refuse, before anything is built, a run that would not fit this device's memory or would run
+    for far longer than a benchmark needs (limits.py), naming --tokens and the most it allows."""
+    where = "a GPU" if cuda else "the CPU"
+    cap = MAX_BENCH_BYTES if cuda else MAX_CPU_BENCH_BYTES
+    most = max(0, (cap - ROTATE_BYTES) // (peak_bytes(1, hc) - ROTATE_BYTES))
+    for n in tokens:
+        if peak_bytes(n, hc) > cap:
+            raise HcError(f"--tokens {n}: at hc {hc} one token count would hold about {peak_bytes(n, hc):,} bytes "
+                          f"at once; on {where} hc bench builds at most {cap:,} (at most {most:,} tokens)")
+    calls = calls_per_point(reps, warmup) * impls
+    budget = MAX_GPU_BENCH_WORK if cuda else MAX_CPU_BENCH_WORK
+    total = work(tokens, hc, iters, calls)
+    if total > budget:
+        most = budget // (hc * hc * iters * calls)
+        given = f"the default --tokens {', '.join(map(str, tokens))}" if default else \
+            f"--tokens {', '.join(map(str, tokens))}"
+        raise HcError(f"{given}: {calls:,} calls a token count (--reps {reps}, --warmup {warmup}) at hc {hc} "
+                      f"and {iters} iterations would take {total:,} steps (tokens x hc^2 x iterations); on {where} "
+                      f"hc bench runs at most {budget:,}, here at most {most:,} tokens in all")
 
 
 @dataclass(frozen=True)
@@ -119,11 +166,13 @@ def versions(torch: Any) -> dict[str, str | None]:
     return found
 
 
-def timer(torch: Any, cuda: bool) -> Callable[[Callable[[int], None], int, int], list[float]]:
-    """samples(fn, calls, reps) -> per-call milliseconds of each sample; fn(i) runs call i."""
+def timer(torch: Any, cuda: bool) -> Callable[..., list[float]]:
+    """samples(fn, calls, reps, each=None) -> per-call milliseconds of each sample; fn(i) runs call i,
+    each(k), where given, is called between samples (outside the timed part) with the samples done."""
     import time
 
-    def samples(fn: Callable[[int], None], calls: int, reps: int) -> list[float]:
+    def samples(fn: Callable[[int], None], calls: int, reps: int,
+                each: Callable[[int], None] | None = None) -> list[float]:
         out = []
         i = 0
         for _ in range(reps):
@@ -142,6 +191,8 @@ def timer(torch: Any, cuda: bool) -> Callable[[Callable[[int], None], int, int],
                     fn(i)
                     i += 1
                 out.append((time.perf_counter() - t0) * 1e3 / calls)
+            if each:
+                each(len(out))
         return out
 
     return samples
@@ -214,7 +265,7 @@ def run_bench(
 ) -> BenchResult:
     """Time `impls` (default every one registry.TIMED names) at each token count; HcError without a GPU
     unless device is cpu."""
-    from hccli.kernels.registry import IMPLS, TIMED, _import_torch, _normalise_device, function
+    from hccli.kernels.registry import IMPLS, TIMED, function, import_torch, normalise_device
     from hccli.kernels.torch_ref import check_op_params
 
     check_op_params(hc_mult, sinkhorn_iters, eps)
@@ -222,24 +273,28 @@ def run_bench(
     for name in impls:
         if name not in TIMED:
             raise HcError(f"implementation {name!r} is unknown to hc bench; expected some of {', '.join(TIMED)}")
-    if reps < 1 or warmup < 0:
-        raise HcError(f"reps {reps} / warmup {warmup}: expected reps >= 1 and warmup >= 0")
-    torch = _import_torch()
-    dev = _normalise_device(torch, device)
+    if not (1 <= reps <= MAX_BENCH_REPS and 0 <= warmup <= MAX_BENCH_WARMUP):
+        raise HcError(f"reps {reps} / warmup {warmup}: expected reps 1 to {MAX_BENCH_REPS:,} and warmup 0 to "
+                      f"{MAX_BENCH_WARMUP:,}")
+    torch = import_torch()
+    dev = normalise_device(torch, device)
     if dev is None:
         if not torch.cuda.is_available():
             raise HcError(NO_GPU)
         dev = "cuda:0"
     cuda = dev.startswith("cuda")
-    tokens = tuple(tokens or (GPU_TOKENS if cuda else CPU_TOKENS))
-    if any(n < 1 for n in tokens):
-        raise HcError(f"token counts {list(tokens)}: every token count must be >= 1")
+    given, tokens = tokens, tuple(tokens or (GPU_TOKENS if cuda else CPU_TOKENS))
+    if any(n < 1 for n in tokens) or len(tokens) > MAX_BENCH_POINTS:
+        raise HcError(f"token counts {list(tokens)[:MAX_BENCH_POINTS]}: expected 1 to {MAX_BENCH_POINTS} of them, "
+                      f"each >= 1")
+    hc, width = hc_mult, mix_width(hc_mult)
+    names = tuple(n for n in TIMED if n in impls)  # references first: the others compare with one
+    check_size(tokens, hc, sinkhorn_iters, reps, warmup,
+               len(names) if cuda else sum(not IMPLS[n].tilelang for n in names), cuda, default=given is None)
     if cuda:
         torch.cuda.set_device(dev)
-    hc, width = hc_mult, mix_width(hc_mult)
     bpt = bytes_per_token(hc)
     skipped: dict[str, str] = {}
-    names = tuple(n for n in TIMED if n in impls)  # references first: the others compare with one
     launchers = _impl_launchers(torch, names, hc, sinkhorn_iters, eps, cuda, skipped, max(tokens))
     if not launchers:  # nothing can be timed here: say why as run-kernel does for the same --impl
         from hccli.kernels.registry import resolve_impl
@@ -253,7 +308,7 @@ def run_bench(
 
     rows: list[BenchRow] = []
     total, done = len(tokens) * len(launchers), 0
-    g = torch.Generator(device=dev).manual_seed(seed)
+    g = torch.Generator(device=dev).manual_seed(seed % (1 << 64))  # any seed: torch takes 64 bits
     scale = (torch.rand(3, device=dev, generator=g) * 1.9 + 0.1).contiguous()
     base = torch.randn(width, device=dev, generator=g).contiguous()
     for n in tokens:
@@ -291,7 +346,12 @@ def run_bench(
             diffs, differing = _diff(torch, got, ref_out) if ref_out is not None else ({}, 0)
             est = statistics.median(samples(call, 1, 3))
             calls = max(1, min(1000, int(SAMPLE_MS / max(est, 1e-4))))
-            times = samples(call, calls, reps)
+
+            def sampled(k: int, what: str = f"{name} n={n:,}") -> None:
+                if progress:  # one token count on the CPU can take a while: each sample is shown
+                    progress(done, total, f"{what} sample {k}/{reps}")
+
+            times = samples(call, calls, reps, sampled)
             ms = statistics.median(times)
             if name == ref_name:
                 ref_ms = ms

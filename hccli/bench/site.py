@@ -26,7 +26,7 @@ from hccli.base.errors import HcError
 from hccli.base.jsonable import INLINE
 from hccli.bench import op as bench
 from hccli.bench.site_host import HC, PEER, time_site_host
-from hccli.base.limits import MAX_SITE_BENCH_BYTES
+from hccli.base.limits import MAX_BENCH_REPS, MAX_BENCH_WARMUP, MAX_SITE_BENCH_BYTES
 from hccli.base.vocab import DEFAULT_HC_EPS, DEFAULT_NORM_EPS, DEFAULT_SINKHORN_ITERS
 
 SITE_OPS = ("site-pre", "site-write")
@@ -45,7 +45,7 @@ def bytes_per_token(op: str, dim: int, elem: int) -> int:
 
 
 @dataclass(frozen=True)
-class SiteRow:
+class SiteBenchRow:
     impl: str
     collapse: str  # "own" (V4), "delayed" (V4.1) or "" (write-back)
     tokens: int
@@ -75,7 +75,7 @@ class SiteBenchResult:
     bytes_per_token: int
     copy_gbps: float
     statistic: str
-    rows: tuple[SiteRow, ...]
+    rows: tuple[SiteBenchRow, ...]
     skipped: dict[str, str]
     host: tuple[Any, ...] = ()
 
@@ -296,7 +296,7 @@ def run_site_bench(op: str, tokens: tuple[int, ...] | None = None, impls: tuple[
                    warmup: int = 3, seed: int = 0, host: bool = False, device: str | None = None,
                    progress: Callable[[int, int, str], None] | None = None) -> SiteBenchResult:
     """Time the site op on a CUDA GPU (default the first); HcError without one."""
-    from hccli.kernels.registry import _import_torch, _normalise_device
+    from hccli.kernels.registry import import_torch, normalise_device
 
     if op not in SITE_OPS:
         raise HcError(f"site op {op!r} is unknown; expected one of {', '.join(SITE_OPS)}")
@@ -305,8 +305,11 @@ def run_site_bench(op: str, tokens: tuple[int, ...] | None = None, impls: tuple[
         if name not in impl_names(op):
             raise HcError(f"implementation {name!r} is unknown to hc bench --op {op}; expected some of "
                           f"{', '.join(impl_names(op))}")
-    torch = _import_torch()
-    dev = _normalise_device(torch, device)
+    if not (1 <= reps <= MAX_BENCH_REPS and 0 <= warmup <= MAX_BENCH_WARMUP):
+        raise HcError(f"reps {reps} / warmup {warmup}: expected reps 1 to {MAX_BENCH_REPS:,} and warmup 0 to "
+                      f"{MAX_BENCH_WARMUP:,}")
+    torch = import_torch()
+    dev = normalise_device(torch, device)
     if dev == "cpu" or not torch.cuda.is_available():
         raise HcError(f"hc bench --op {op} times GPU kernels, and " +
                       ("device cpu was asked for" if dev == "cpu" else "torch sees no CUDA device here"))
@@ -335,8 +338,8 @@ def run_site_bench(op: str, tokens: tuple[int, ...] | None = None, impls: tuple[
     bpt = bytes_per_token(op, dim, elem)
     samples = bench.timer(torch, True)
     copy_gbps = bench.copy_bandwidth(torch, dev, 1 << 30)
-    g = torch.Generator(device=dev).manual_seed(seed)
-    rows: list[SiteRow] = []
+    g = torch.Generator(device=dev).manual_seed(seed % (1 << 64))  # any seed: torch takes 64 bits
+    rows: list[SiteBenchRow] = []
     total, done = len(tokens) * len(impl_list), 0
     with torch.no_grad():
         for n in tokens:
@@ -364,7 +367,7 @@ def run_site_bench(op: str, tokens: tuple[int, ...] | None = None, impls: tuple[
                     eager_ms[collapse] = ms
                 gbps = n * bpt / (ms * 1e-3) / 1e9
                 base_ms = eager_ms.get(collapse)
-                rows.append(SiteRow(impl, collapse, n, ms, min(times), calls, reps, n / (ms * 1e-3), gbps,
+                rows.append(SiteBenchRow(impl, collapse, n, ms, min(times), calls, reps, n / (ms * 1e-3), gbps,
                                     100.0 * gbps / copy_gbps, base_ms / ms if base_ms else None, errs, ulps, flags))
                 done += 1
             del case

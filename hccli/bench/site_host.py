@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hccli.bench.host import CALLS, HostRow, _host_us
+from hccli.bench.host import CALLS, HostRow, host_us
 
 HC = 4  # the site kernels' stream count
 HOST_TOKENS = (1, 16, 128)
@@ -43,7 +43,7 @@ def _pre_rows(torch: Any, dev: str, n: int, dim: int, dtype: Any, stream: str, i
         def eager() -> Any:
             return site_pre_eager(x, fn, scale, base, hc_mult=HC, split=split, **kw)
 
-        eager_us = _host_us(torch, True, eager, max(10, CALLS // 10), reps)
+        eager_us = host_us(torch, True, eager, max(10, CALLS // 10), reps)
         rows.append(HostRow(f"eager ({collapse})", n, gpu_ms.get(("eager", collapse, n)), None, eager_us, eager_us,
                             None))
         if collapse == "own" and peer is not None and stream == "bfloat16":
@@ -51,7 +51,7 @@ def _pre_rows(torch: Any, dev: str, n: int, dim: int, dtype: Any, stream: str, i
                 return peer[0](x, fn, scale, base, norm_eps, eps, eps, 2.0, iters)
 
             tk()
-            tk_us = _host_us(torch, True, tk, CALLS, reps)
+            tk_us = host_us(torch, True, tk, CALLS, reps)
             rows.append(HostRow(f"{PEER} (own)", n, gpu_ms.get((PEER, "own", n)), None, tk_us, tk_us, None))
 
         def call() -> Any:
@@ -83,9 +83,9 @@ def _pre_rows(torch: Any, dev: str, n: int, dim: int, dtype: Any, stream: str, i
             if collapse == "own":
                 col(x, outs.pre, outs.collapsed)
 
-        raw_us = _host_us(torch, True, raw, CALLS, reps)
-        call_us = _host_us(torch, True, call, CALLS, reps)
-        alloc_us = _host_us(torch, True, alloc, CALLS, reps)
+        raw_us = host_us(torch, True, raw, CALLS, reps)
+        call_us = host_us(torch, True, call, CALLS, reps)
+        alloc_us = host_us(torch, True, alloc, CALLS, reps)
         rows.append(HostRow(f"site_pre ({collapse})", n, gpu_ms.get(("site_pre", collapse, n)), raw_us, call_us,
                             alloc_us, call_us / raw_us))
     return rows
@@ -102,18 +102,18 @@ def _write_rows(torch: Any, dev: str, n: int, dim: int, dtype: Any, stream: str,
     comb = torch.rand(n, HC, HC, device=dev)
     out = torch.empty_like(res)
     rows = []
-    eager_us = _host_us(torch, True, lambda: site_write_eager(f, res, post, comb), max(10, CALLS // 10), reps)
+    eager_us = host_us(torch, True, lambda: site_write_eager(f, res, post, comb), max(10, CALLS // 10), reps)
     rows.append(HostRow("eager", n, gpu_ms.get(("eager", "", n)), None, eager_us, eager_us, None))
     if peer is not None and stream == "bfloat16":
         args = (f.unsqueeze(0), res.unsqueeze(0), post.unsqueeze(0).unsqueeze(-1), comb.unsqueeze(0), out.unsqueeze(0))
         peer[1](*args)
-        tk_us = _host_us(torch, True, lambda: peer[1](*args), CALLS, reps)
+        tk_us = host_us(torch, True, lambda: peer[1](*args), CALLS, reps)
         rows.append(HostRow(PEER, n, gpu_ms.get((PEER, "", n)), None, tk_us, tk_us, None))
     Wr.site_write(f, res, post, comb, out=out)
     kernel = Wr.compiled_write(dim, stream)
-    raw_us = _host_us(torch, True, lambda: kernel(f, res, post, comb, out), CALLS, reps)
-    call_us = _host_us(torch, True, lambda: Wr.site_write(f, res, post, comb, out=out), CALLS, reps)
-    alloc_us = _host_us(torch, True, lambda: Wr.site_write(f, res, post, comb), CALLS, reps)
+    raw_us = host_us(torch, True, lambda: kernel(f, res, post, comb, out), CALLS, reps)
+    call_us = host_us(torch, True, lambda: Wr.site_write(f, res, post, comb, out=out), CALLS, reps)
+    alloc_us = host_us(torch, True, lambda: Wr.site_write(f, res, post, comb), CALLS, reps)
     rows.append(HostRow("site_write", n, gpu_ms.get(("site_write", "", n)), raw_us, call_us, alloc_us,
                         call_us / raw_us))
     return rows

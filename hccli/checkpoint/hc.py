@@ -47,9 +47,9 @@ if TYPE_CHECKING:  # numpy is imported where values are decoded: `inspect --json
 # The most bytes a site's base (or scale) can have: (2 + hc) * hc F32 values at the bound.
 # Checked before a byte is read: a header may claim gigabytes.
 MAX_MIX_BYTES = 4 * mix_width(MAX_HC_MULT)
-# The most values of one HC tensor decoded from another type (F16, BF16, a GGML quant)
-# into float32: a V4-Pro fn is 24 x 4*7168 = 688k.
-MAX_DECODED_ELEMENTS = 1 << 26
+# The most values of one HC tensor read (diff's view) or decoded from another type (F16, BF16, a
+# GGML quant) into float32: a V4-Pro fn is 24 x 4*7168 = 688k; 64M is past any real one.
+MAX_HC_ELEMENTS = 1 << 26
 # HC sites a checkpoint may hold: two a backbone layer, attn, ffn and a head mix a stage, and the
 # root head mix, at the bounds a config is held to; past it the names are refused, not grouped
 MAX_HC_SITES = 2 * MAX_LAYERS + 3 * MAX_STAGES + 1
@@ -81,13 +81,9 @@ def _hc_parser(dialect: str):
 
 def gguf_settings(ckpt: Checkpoint) -> dict:
     """A GGUF's model settings from its metadata ({} for any other checkpoint)."""
-    return _gguf_settings(ckpt.shards)
-
-
-def _gguf_settings(shards: list[Shard]) -> dict:
     from hccli.checkpoint.gguf.store import gguf_kv, settings
 
-    return settings(gguf_kv(shards))
+    return settings(gguf_kv(ckpt.shards))
 
 
 def gguf_architecture(ckpt: Checkpoint) -> str:
@@ -250,9 +246,9 @@ def read_part(ckpt: Checkpoint, site: HcSiteTensors, part: str) -> np.ndarray:
     gguf = is_gguf(shard)
     if info.dtype != "F32" and not gguf and info.dtype not in ("F16", "BF16"):
         raise HcError(f"{shard.path}: tensor '{info.name}' is {info.dtype}; expected F32 (or F16/BF16)")
-    if info.dtype != "F32" and info.n_elements > MAX_DECODED_ELEMENTS:
+    if info.dtype != "F32" and info.n_elements > MAX_HC_ELEMENTS:
         raise HcError(f"{shard.path}: tensor '{info.name}' has {info.n_elements:,} elements; expected at most "
-                      f"{MAX_DECODED_ELEMENTS:,} for an HC tensor")
+                      f"{MAX_HC_ELEMENTS:,} for an HC tensor")
     import numpy as np
 
     from hccli.checkpoint.values import read_tensor

@@ -19,7 +19,7 @@ from hccli.checkpoint.hc import detect, find_sites
 from hccli.checkpoint.safetensors.header import gc_paused
 from hccli.checkpoint.index import parse_index
 from hccli.checkpoint.shardset import Checkpoint, Index, Shard, first_occurrences, names_unique
-from hccli.checkpoint.store import CONFIG_CAP, MAX_SHARDS, open_store, read_index_bytes
+from hccli.checkpoint.store import MAX_CONFIG_BYTES, MAX_SHARDS, open_store, read_index_bytes
 from hccli.checkpoint.store_protocol import Store
 from hccli.model.config.model import ConfigUnusable, ModelConfig, load_config_data, read_checkpoint_config
 from hccli.base.errors import HcError
@@ -60,7 +60,7 @@ def open_checkpoint(
             pool = ThreadPoolExecutor(2)
             run = pool.submit
         idx_future = run(read_index_bytes, store, entry, kind == "index")
-        cfg_future = run(store.read_small, "config.json", CONFIG_CAP, "a model config.json") \
+        cfg_future = run(store.read_small, "config.json", MAX_CONFIG_BYTES, "a model config.json") \
             if config is None else None
         if run is not _Now:
             pool.shutdown(wait=True)
@@ -104,7 +104,7 @@ def _config(store: Store, kind: str, config: str | Path | None, beside: Any
     def read() -> bytes | None:
         if kind != "file":
             return beside.result() if beside is not None else None
-        return store.read_small("config.json", CONFIG_CAP, "a model config.json") \
+        return store.read_small("config.json", MAX_CONFIG_BYTES, "a model config.json") \
             if store.exists("config.json") else None
 
     return read_checkpoint_config(read, store.display("config.json"))

@@ -14,12 +14,10 @@ from hccli.checkpoint.store_protocol import Store
 from hccli.model.config.keys import HUB_KEYS
 from hccli.base.errors import HcError
 from hccli.model.config.read import MAX_CONFIG_BYTES
-from hccli.base.errors import HcError
 from hccli.base.vocab import INDEX_NAME
 
 # Files read whole: the index of the largest public checkpoints is ~10 MB, a config ~10 KB.
 INDEX_CAP = 64 * 1024 * 1024
-CONFIG_CAP = MAX_CONFIG_BYTES
 # A listing or an index naming more shard files than this is refused (the largest public
 # checkpoints have a few hundred; huggingface.js's shard names allow five digits of them).
 MAX_SHARDS = 4096
@@ -108,7 +106,7 @@ _CONFIG_KEYS = frozenset({*HUB_KEYS, *HUB_KEYS.values(), "model_type", "architec
 def _is_model_config(raw: bytes) -> bool:
     """A JSON object without a weight_map and with a config's keys (a config.json named as the
     checkpoint); cheap for an index, which names weight_map before its 100k names end."""
-    if b'"weight_map"' in raw or len(raw) > CONFIG_CAP:
+    if b'"weight_map"' in raw or len(raw) > MAX_CONFIG_BYTES:
         return False
     try:
         doc = json.loads(raw)

@@ -15,15 +15,17 @@ import math
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import Callable, Iterable, Iterator, NamedTuple
 
 import numpy as np
 
 from hccli.names import dialects as D
 from hccli.base.bounded import one_line
 from hccli.checkpoint.safetensors.header_types import DTYPES
+from hccli.checkpoint.hc import MAX_HC_ELEMENTS
 from hccli.checkpoint.source import ByteSource
 from hccli.model.components import component_of  # noqa: F401 - diff's name for it
+from hccli.model.packing import release_params
 from hccli.model.config.model import ConfigUnusable
 from hccli.base.errors import HcError
 from hccli.model.shape import ModelShape, from_hc_shapes
@@ -36,7 +38,6 @@ from hccli.base.vocab import (
     parse_hc_name,
 )
 
-MAX_HC_ELEMENTS = 1 << 26  # a V4-Pro fn is 24 x 4*7168 = 688k; 64M is past any real one
 # --values all decodes this many elements at a time: float64 copies of 32 MB, a few of them live
 CHUNK_ELEMENTS = 1 << 22
 _COUNT_LOCK = threading.Lock()  # remote sides read from several threads
@@ -167,7 +168,7 @@ def read_both(a: HcView, b: HcView, groups: Iterable[list[HcName]]) -> Iterator[
 
 # --- the model's shape without a config ---------------------------------------------------
 
-def _gguf_settings(ckpt) -> tuple[ModelShape | None, int, float, float]:
+def _gguf_figures(ckpt) -> tuple[ModelShape | None, int, float, float]:
     """(model, iterations, eps, norm_eps) from a GGUF's metadata (checkpoint/gguf/settings.py: each
     key within its bound, else an error naming it), the model None where it lacks its figures,
     the reference defaults for keys it lacks."""
@@ -183,18 +184,6 @@ def _gguf_settings(ckpt) -> tuple[ModelShape | None, int, float, float]:
 
 
 # --- the view ---------------------------------------------------------------------------
-
-def _logical(name: str, dtype: str, shape: tuple[int, ...], n: int, get: Callable[[str], Any]) -> int:
-    """Logical parameters of a tensor of n elements: packed fp4 counts 2 a byte, scales 0."""
-    if dtype == "F8_E8M0":
-        return 0  # quantisation scales are not parameters
-    if dtype == "I8" and len(shape) == 2 and name.endswith(".weight") and shape[1]:
-        sib = get(name[:-7] + ".scale")
-        # one E8M0 scale per 32 fp4 values, two values a byte: packed fp4 holds 2 a byte
-        if sib is not None and sib[1].dtype == "F8_E8M0" and sib[1].shape == (shape[0], shape[1] // 16):
-            return 2 * n
-    return n
-
 
 def _gguf_label(ckpt) -> str:
     """A local GGUF is named by its (first) file, as its split set is read from it."""
@@ -236,6 +225,11 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
     dialect = detection.dialect
     others: list[OtherTensor] = []
     get = tensors.get
+
+    def sig_of(stored: str) -> tuple[str, tuple[int, ...]] | None:
+        t = get(stored)
+        return None if t is None else (t[1].dtype, t[1].shape)
+
     packed = {}  # logical parameters through a producer's packing (checkpoint/verify/producers.py)
     if dialect in (D.MLX_LM, D.COMPRESSED_TENSORS):
         from hccli.checkpoint.verify.producers import logical_by_name
@@ -251,8 +245,9 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
         else:
             # a validated entry's bytes are its elements x bits / 8: no product of dims per tensor
             n = info.nbytes * 8 // DTYPES[dt]
-            params = n if dt not in ("I8", "F8_E8M0") else _logical(name, dt, info.shape, n, get)
-            params = packed.get(name, params)
+            params = n if dt not in ("I8", "F8_E8M0") else release_params(name, dt, info.shape, n, sig_of)
+            if packed:  # most dialects pack nothing: no lookup per tensor of a 100k-tensor view
+                params = packed.get(name, params)
         # tuple.__new__ is the C constructor; a NamedTuple's own __new__ is Python code, per tensor
         others.append(_new(OtherTensor, (canon, name, dt, info.shape, info.nbytes, params)))
 
@@ -263,7 +258,7 @@ def open_view(path: str | Path, config: str | Path | None = None) -> HcView:
         model = ModelShape(cfg.hc_mult, cfg.n_layers, cfg.dim, "config")
         iters, eps, norm_eps, n_stages = cfg.hc_sinkhorn_iters, cfg.hc_eps, cfg.norm_eps, cfg.n_stages
     else:
-        model, iters, eps, norm_eps = _gguf_settings(ckpt) if gguf else (None, DEFAULT_SINKHORN_ITERS,
+        model, iters, eps, norm_eps = _gguf_figures(ckpt) if gguf else (None, DEFAULT_SINKHORN_ITERS,
                                                                          DEFAULT_HC_EPS, DEFAULT_NORM_EPS)
         model = model or from_hc_shapes((t.hc, t.shape) for t in hc.values())
         n_stages = max((t.hc.num + 1 for t in hc.values() if t.hc.kind == STAGE), default=0)

@@ -4,7 +4,9 @@ Each command lives in its own module and registers itself on `app` when
 imported. The boundary sits in the group's `invoke`, so Typer's CliRunner in the
 tests goes through the same path as the console script: whatever a command
 raises becomes one line on stderr and an exit code chosen by the exception's
-type (`describe`). HC_DEBUG=1 adds the traceback and keeps the code.
+type (`describe`). HC_DEBUG=1 adds the traceback and keeps the code. What click
+itself refuses while parsing (an unknown option, a value of the wrong type, no
+command) is answered in the group's `main` the same way: one line, one hint, exit 2.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from hccli import __version__
 from hccli.base.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, HcError
-from hccli.base.interrupts import stop_once
+from hccli.base import interrupts
 
 if _gc_on:
     gc.enable()  # a library user's (or a test's) process keeps its GC
@@ -36,6 +38,8 @@ def describe(exc: BaseException) -> tuple[str, int]:
 
     if isinstance(exc, HcError):
         return f"hc: error: {plain(exc.message)}", exc.exit_code
+    if isinstance(exc, interrupts.Stopped):  # SIGTERM, SIGHUP: as shells report them, 128 + the number
+        return f"hc: interrupted ({signal.Signals(exc.signum).name})", 128 + exc.signum
     if isinstance(exc, (KeyboardInterrupt, typer.Abort)):  # Typer would end an Abort with 1: findings
         return "hc: interrupted", EXIT_INTERRUPTED
     if isinstance(exc, OSError):
@@ -47,6 +51,16 @@ def describe(exc: BaseException) -> tuple[str, int]:
     detail = plain(str(exc))[:300]
     return (f"hc: internal error: {type(exc).__name__}{': ' + detail if detail else ''} "
             "(HC_DEBUG=1 for the traceback)", EXIT_INTERNAL)
+
+
+def _say(line: str) -> None:
+    """The boundary's one line on stderr; where stderr is gone (the terminal hung up: SIGHUP, EIO)
+    the exit code alone says it."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _quiet_stdout() -> None:
@@ -61,12 +75,66 @@ def _quiet_stdout() -> None:
     os.close(devnull)
 
 
-class _HcGroup(TyperGroup):
+# click as Typer runs it (a copy of its own in recent versions): its exceptions are the usage errors
+_click_errors = sys.modules[TyperGroup.__mro__[1].__module__.rpartition(".")[0] + ".exceptions"]
+
+
+def usage_lines(exc: Exception) -> list[str]:
+    """A usage error of click's (unknown option or command, a value of the wrong type, a missing
+    argument, no command at all): its message as the one line, and where to look next."""
+    ctx = getattr(exc, "ctx", None)
+    path = ctx.command_path if ctx is not None else "hc"
+    message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+    from hccli.cli.output import plain
+
+    return [f"hc: error: {plain(message)}", f"see '{plain(path)} --help'"]
+
+
+def _parsed(parse_args, ctx, args):
+    try:
+        return parse_args(ctx, args)
+    except _click_errors.UsageError as exc:
+        if exc.ctx is None:  # click's parser leaves some out: the hint then names the command all the same
+            exc.ctx = ctx
+        raise
+
+
+class _HcSubGroup(TyperGroup):
+    """A group of commands (the root, `hc cache`): no command is a usage error like any other."""
+
+    def parse_args(self, ctx, args):
+        if not args and self.no_args_is_help and not ctx.resilient_parsing:
+            # click's own answer would print the whole help on stdout, as it builds its message
+            raise _click_errors.UsageError(f"missing command; expected one of {', '.join(self.list_commands(ctx))}",
+                                           ctx=ctx)
+        return _parsed(super().parse_args, ctx, args)
+
+
+class _HcGroup(_HcSubGroup):
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        # The boundary for what click itself refuses, before or around `invoke`: one line (and one
+        # hint) for a usage error instead of click's box with the usage; click's own ends (--help,
+        # typer.Exit) come back as their exit codes.
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _click_errors.ClickException as exc:
+            for line in usage_lines(exc):
+                _say(line)
+            code = EXIT_INPUT
+        except (typer.Abort, KeyboardInterrupt) as exc:  # a prompt's end of input, a stop in parsing
+            line, code = describe(exc)
+            _say(line)
+        else:
+            code = code if isinstance(code, int) else EXIT_OK  # a command returns None
+        if standalone_mode:
+            sys.exit(code)
+        return code
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)
-        except (typer.Exit, typer.TyperException):
-            raise  # Typer's own ends: --help, typer.Exit(code), usage errors (exit 2 with the usage)
+        except (typer.Exit, typer.TyperException, _click_errors.ClickException):
+            raise  # Typer's own ends: --help, typer.Exit(code), usage errors (main says them)
         except BrokenPipeError:
             _quiet_stdout()
             raise typer.Exit(EXIT_OK) from None
@@ -76,11 +144,14 @@ class _HcGroup(TyperGroup):
                 import traceback
 
                 traceback.print_exc()
-            typer.echo(line, err=True)
+            _say(line)
             raise typer.Exit(code) from None
 
 
 class _HcCommand(TyperCommand):
+    def parse_args(self, ctx, args):
+        return _parsed(super().parse_args, ctx, args)
+
     def collect_usage_pieces(self, ctx):
         # arguments as click names them (PATH, [CONFIG]): typer writes a required one as {path},
         # which reads as a placeholder left unfilled
@@ -97,6 +168,9 @@ class _HcCommand(TyperCommand):
 class HcTyper(typer.Typer):
     """The root app and its sub-apps (`hc cache`): every command gets the usage line above."""
 
+    def __init__(self, *args, cls=None, **kwargs):
+        super().__init__(*args, cls=cls or _HcSubGroup, **kwargs)
+
     def command(self, *args, cls=None, **kwargs):
         return super().command(*args, cls=cls or _HcCommand, **kwargs)
 
@@ -106,7 +180,8 @@ app = HcTyper(
     cls=_HcGroup,
     help=(
         "Count, inspect and run the hyper-connections (mHC) of DeepSeek-V4-family models.\n\n"
-        "Exit codes: 0 ok, 1 verify found errors, 2 bad usage or input, 70 internal error, 130 interrupted. "
+        "Exit codes: 0 ok, 1 verify found errors, 2 bad usage or input, 70 internal error, 130 interrupted "
+        "(143 SIGTERM, 129 SIGHUP). "
         "Set HC_DEBUG=1 to see tracebacks."
     ),
     no_args_is_help=True,
@@ -176,12 +251,11 @@ _ONE_BLAS_THREAD = frozenset({"inspect", "run-site", "check-port"})
 
 
 def main() -> None:
-    # The first Ctrl-C stops the command (KeyboardInterrupt: its clean-up runs, the boundary
-    # prints one line); later ones are ignored, so they cannot cut that short. A SIGINT the
-    # parent made us ignore (a background job) stays ignored.
-    stopping = signal.getsignal(signal.SIGINT) is signal.default_int_handler
-    if stopping:
-        signal.signal(signal.SIGINT, stop_once)
+    # The first Ctrl-C, SIGTERM or SIGHUP stops the command (KeyboardInterrupt: its clean-up runs,
+    # the boundary prints one line, the code is 128 + the signal's number); later ones are ignored,
+    # so they cannot cut that short. A signal the parent made us ignore (a background job's SIGINT,
+    # nohup's SIGHUP) stays ignored.
+    taken = interrupts.install()
     # Typer builds every registered command's parameters at each start; a run of
     # one command registers only that one (start-up time), --help and the rest all.
     first = next((a for a in sys.argv[1:] if not a.startswith("-")), None)
@@ -202,14 +276,15 @@ def main() -> None:
             code = EXIT_OK
         # The command is over. Python's teardown puts back the default action of a signal it
         # handles (the process dies with no exit code of ours) but keeps an ignored one ignored.
-        stopped = stopping and signal.getsignal(signal.SIGINT) == signal.SIG_IGN  # stop_once has fired
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    except KeyboardInterrupt:
-        # The first Ctrl-C came after the command's own boundary had answered (stop_once has
+        stopped = interrupts.fired() is not None
+        for s in taken:
+            signal.signal(s, signal.SIG_IGN)
+    except KeyboardInterrupt as exc:
+        # The first stop signal came after the command's own boundary had answered (stop_once has
         # already ignored the rest): the same one line as any interrupted command, no traceback.
-        line, code = describe(KeyboardInterrupt())
+        line, code = describe(exc)
         stopped = True
-        sys.stderr.write(line + "\n")
+        _say(line)
     try:
         sys.stdout.flush()  # what is still buffered goes now, where a closed pipe can be told apart
     except BrokenPipeError:

@@ -3,17 +3,12 @@ numbers and dtype names as headers spell them, never a flag."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from hccli.cli.specs import parse_layers
 from hccli.base.errors import HcError
-
-def _layers(flag: str):
-    # the one layer-spec parser of every command; the core checks the numbers against the checkpoint
-    return lambda spec: parse_layers(spec, flag)
+from hccli.cli.options import config_option, layers_option
 
 
 def parse_dtype(spec: str) -> str:
@@ -28,22 +23,21 @@ def parse_dtype(spec: str) -> str:
 PathArg = Annotated[str, typer.Argument(
     help="A checkpoint directory, its model.safetensors.index.json, one .safetensors file, or a hub "
          "repository hf://org/name\\[@revision]\\[/subfolder].", show_default=False)]
-ConfigOpt = Annotated[Optional[Path], typer.Option(
-    "--config", help="config.json to check against (default: the one beside the checkpoint, if any).")]
+# not read as the flags are parsed: the core names a missing config beside what it was to check
+ConfigOpt = config_option("config.json to check against (default: the one beside the checkpoint, if any).",
+                          read=False)
 VerifyOpt = Annotated[bool, typer.Option(
     "--verify", help="Check index, headers, HC tensors and the config's inventory; exit 1 if an error is found.")]
 NameOpt = Annotated[Optional[str], typer.Option(
     "--name", "-n", help="List tensors whose name matches this glob, e.g. '*.hc_*' or 'layers.3.*'.")]
-LayerOpt = Annotated[Optional[frozenset], typer.Option(
-    "--layer", "-l", parser=_layers("--layer"), metavar="LAYERS",
-    help="List tensors of these layers (3, 2-7, 2,8,14; stages after the backbone).")]
+# the layer grammar of every command; the core checks the numbers against the checkpoint
+LayerOpt = layers_option("--layer", "-l", help="List tensors of these layers (3, 2-7, 2,8,14; stages after the backbone).")
 DtypeOpt = Annotated[Optional[str], typer.Option(
     "--dtype", parser=parse_dtype, metavar="DTYPE", help="List tensors of this dtype, e.g. F32.")]
 TensorsOpt = Annotated[bool, typer.Option("--tensors", help="List every tensor (up to --limit).")]
 LimitOpt = Annotated[int, typer.Option("--limit", help="Rows of the tensor list to print.", min=1)]
-HcLayerOpt = Annotated[Optional[frozenset], typer.Option(
-    "--hc-layer", parser=_layers("--hc-layer"), metavar="LAYERS",
-    help="Show these layers' HC sites in full: base split into pre/post/comb and the comb matrix.")]
+HcLayerOpt = layers_option(
+    "--hc-layer", help="Show these layers' HC sites in full: base split into pre/post/comb and the comb matrix.")
 TreeOpt = Annotated[bool, typer.Option(
     "--tree", help="Show the tree of tensors, repeated numbered blocks collapsed (layers.[0-42], vision.blocks.[0-26]).")]
 QuietOpt = Annotated[bool, typer.Option(

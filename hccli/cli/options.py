@@ -7,15 +7,22 @@ boundary prints it as one line with exit code 2. To give a command of your own a
 layer option under another name, reuse the callback:
 
     Annotated[Optional[str], typer.Option("--hc-layers", callback=layers_callback, help=...)]
+
+A choice is a str Enum, so that typer checks it, lists it in --help and completes it;
+`choice_option()` keeps the one line a command has always given for a bad value where
+scripts and tests read it. Options whose help differs by command (--seed, --tokens, --device,
+--config) are made by one function each: the flag, its type and its check stay one.
 """
 
 from __future__ import annotations
 
+from enum import Enum
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Callable, List, Optional
 
 import typer
 
+from hccli.base.errors import HcError
 from hccli.cli import specs
 
 
@@ -41,7 +48,6 @@ def check_plot(value: Path, flag: str = "--plot", forbidden_dir: Optional[object
     """The plot file can be written (extension, matplotlib, folder, not in forbidden_dir, a
     checkpoint), or an HcError naming the flag. Commands call it before their work; the
     option's callback already has, without the checkpoint."""
-    from hccli.base.errors import HcError
     from hccli.plot import check_target, clean_text  # numpy and matplotlib load only when a plot is asked for
 
     try:
@@ -60,7 +66,7 @@ def plot_callback(ctx: typer.Context, param: typer.CallbackParam, value: Optiona
     return value
 
 
-def _choices(aliases: dict[str, str], expected: str):
+def choices_callback(aliases: dict[str, str], expected: str):
     def callback(ctx: typer.Context, param: typer.CallbackParam, value: Optional[list[str]]):
         if not value or ctx.resilient_parsing:
             return None
@@ -70,10 +76,10 @@ def _choices(aliases: dict[str, str], expected: str):
     return callback
 
 
-sites_callback = _choices(specs.SITE_ALIASES, "attn, ffn, head")
-components_callback = _choices(specs.COMPONENT_ALIASES,
+sites_callback = choices_callback(specs.SITE_ALIASES, "attn, ffn, head")
+components_callback = choices_callback(specs.COMPONENT_ALIASES,
                                "pre, post, comb, fn (or read, write, combination, projection)")
-roles_callback = _choices(specs.ROLE_ALIASES, ", ".join(dict.fromkeys(specs.ROLE_ALIASES.values())))
+roles_callback = choices_callback(specs.ROLE_ALIASES, ", ".join(dict.fromkeys(specs.ROLE_ALIASES.values())))
 
 # Typer sees str / list[str]; the command receives a frozenset of layers, a tuple of
 # (first, last) bounds, and sorted lists of canonical site / component / role names.
@@ -98,3 +104,114 @@ PlotOpt = Annotated[Optional[Path], typer.Option(
     "--plot", callback=plot_callback, metavar="FILE", show_default=False, readable=False,
     help="Also draw a picture into FILE, .png or .svg by its extension (needs matplotlib, hccli's "
          "plot extra).")]
+
+
+# ---- checks of one value, and choices ------------------------------------------------------
+
+def at_least(flag: str, minimum: int, maximum: int | None = None, why: str = ""):
+    """A callback: every value (one, or each of a list) within [minimum, maximum], else one line."""
+    def check(value):
+        if value is None:
+            return value
+        for v in value if isinstance(value, list) else [value]:
+            if v < minimum or (maximum is not None and v > maximum):
+                upper = f" and at most {maximum:,}" if maximum is not None else ""
+                raise HcError(f"{flag} {v}: expected at least {minimum}{upper}{why}")
+        return value
+
+    return check
+
+
+def input_file(flag: str):
+    """A callback: an optional path read as an input file (a regular file, else one line naming the flag)."""
+    def check(value: Optional[Path]) -> Optional[Path]:
+        if value is not None:
+            from hccli.runkernel.files import regular_file  # at parse time: start-up stays light
+
+            try:
+                regular_file(value)
+            except HcError as exc:
+                raise HcError(f"{flag} {exc.message}") from None
+        return value
+
+    return check
+
+
+def _non_negative_seed(value: int) -> int:
+    if value < 0:
+        raise HcError(f"--seed {value}: expected a non-negative integer")
+    return value
+
+
+class Choice(str, Enum):
+    """The base of every choice: a str, and str() of a member is its value (3.11's StrEnum),
+    which typer's conversion of a value and of a callback's result relies on."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def listed(enum: type[Enum]) -> str:
+    """An Enum option's metavar, [a|b|c]: typer's own writes <a|b|c>, which reads as a placeholder."""
+    return "[" + "|".join(m.value for m in enum) + "]"
+
+
+def choice_option(enum: type[Enum], *flags: str, refuse: Callable[[str], str], **option: Any) -> Any:
+    """An Enum option whose bad value is answered by the command's own line, `refuse(value)`,
+    instead of click's: the Enum's values are checked here, and --help lists them."""
+    values = [m.value for m in enum]
+
+    def parse(text: str | Enum) -> str:
+        value = text.value if isinstance(text, enum) else text  # the default arrives as the member
+        if value not in values:
+            raise HcError(refuse(value))
+        return value  # typer makes it the Enum's member
+
+    option.setdefault("metavar", listed(enum))
+    return Annotated[enum, typer.Option(*flags, parser=parse, **option)]
+
+
+# ---- options whose help says what the value is for in each command ---------------------------
+
+def layers_option(*flags: str, help: str, one: bool = False) -> Any:
+    """A layer option under other flags (inspect's --layer, --hc-layer): the grammar of --layers,
+    a frozenset to the command, or with `one` a single layer number."""
+    flag = max(flags, key=len)
+
+    def parse(text: str) -> frozenset[int] | int:
+        return specs.parse_one_layer(text, flag) if one else specs.parse_layers(text, flag)
+
+    return Annotated[Optional[int] if one else Optional[frozenset], typer.Option(
+        *flags, parser=parse, metavar="LAYER" if one else "LAYERS", help=help)]
+
+
+def seed_option(help: str) -> Any:
+    return Annotated[int, typer.Option("--seed", callback=_non_negative_seed, help=help)]
+
+
+def tokens_option(help: str, at_least_: int = 1, at_most: int | None = None) -> Any:
+    return Annotated[Optional[int], typer.Option(
+        "--tokens", "-t", callback=at_least("--tokens", at_least_, at_most), help=help)]
+
+
+def token_list_option(help: str, most: int | None = None) -> Any:
+    """A repeatable --tokens; `most` bounds how many times it may be given."""
+    each = at_least("--tokens", 1)
+
+    def check(value: Optional[List[int]]) -> Optional[List[int]]:
+        if value is not None and most is not None and len(value) > most:
+            raise HcError(f"--tokens given {len(value):,} times: expected at most {most} token counts a run")
+        return each(value)
+
+    return Annotated[Optional[List[int]], typer.Option("--tokens", "-t", callback=check, help=help)]
+
+
+def device_option(help: str) -> Any:
+    return Annotated[Optional[str], typer.Option("--device", help=help)]
+
+
+def config_option(help: str, read: bool = True) -> Any:
+    """--config: a config.json, checked as an input file as the flags are parsed unless `read`
+    is False (a command that tells a missing file apart itself)."""
+    return Annotated[Optional[Path], typer.Option("--config", callback=input_file("--config") if read else None,
+                                                  help=help)]

@@ -68,6 +68,14 @@ def parse_layers(text: str, flag: str) -> frozenset[int]:
     return frozenset(i for a, b in parse_ranges(text, flag) for i in range(a, b + 1))
 
 
+def parse_one_layer(text: str, flag: str) -> int:
+    """'3' -> 3, in the grammar of every layer option, for a command that runs one site."""
+    layers = parse_layers(text, flag)
+    if len(layers) != 1:
+        raise HcError(f"{flag} {text!r}: expected one layer number (run-kernel runs one site)")
+    return next(iter(layers))
+
+
 def parse_choices(values: Iterable[str], flag: str, aliases: dict[str, str], expected: str) -> frozenset[str]:
     """Repeated and comma-separated names, each through its aliases to one canonical name."""
     out = set()

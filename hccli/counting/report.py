@@ -39,7 +39,7 @@ class ConfigRow:
 
 
 @dataclass(frozen=True, slots=True)
-class SiteRow:
+class CountSiteRow:
     """One instance of a site kind: its components and how each number is made."""
 
     params: dict[str, int]
@@ -48,7 +48,7 @@ class SiteRow:
 
 
 @dataclass(frozen=True, slots=True)
-class GroupRow:
+class CountGroupRow:
     """One layer group and the HC parameters of its layers."""
 
     label: str
@@ -99,9 +99,9 @@ class CountReport:
     """Everything `hc count-params` prints, as typed rows."""
 
     config: ConfigRow
-    per_site: dict[str, SiteRow]
-    selection: acc.Selection
-    groups: tuple[GroupRow, ...]
+    per_site: dict[str, CountSiteRow]
+    selection: acc.CountSelection
+    groups: tuple[CountGroupRow, ...]
     text_path: TextPathRow
     stages: StagesRow
     layers: tuple[LayerRow, ...] | None = field(default=None, metadata=OMIT_IF_NONE)  # --by-layer
@@ -113,11 +113,11 @@ def _config_row(c: ModelConfig) -> ConfigRow:
                      c.hc_sinkhorn_iters, c.hc_eps, c.has_head_mix, c.notes)
 
 
-def _per_site(sites: list[acc.HcSite]) -> dict[str, SiteRow]:
-    out: dict[str, SiteRow] = {}
+def _per_site(sites: list[acc.HcSite]) -> dict[str, CountSiteRow]:
+    out: dict[str, CountSiteRow] = {}
     for s in sites:
         if s.site not in out:
-            out[s.site] = SiteRow(dict(s.params), dict(s.detail), s.total)
+            out[s.site] = CountSiteRow(dict(s.params), dict(s.detail), s.total)
     return out
 
 
@@ -134,12 +134,12 @@ def _layer_rows(plan: LayerPlan, sites: list[acc.HcSite]) -> tuple[LayerRow, ...
     return tuple(rows)
 
 
-def _group_rows(plan: LayerPlan, sites: list[acc.HcSite]) -> tuple[GroupRow, ...]:
+def _group_rows(plan: LayerPlan, sites: list[acc.HcSite]) -> tuple[CountGroupRow, ...]:
     totals = {g.index: 0 for g in plan.groups}
     for s in sites:
         if s.layer is not None:
             totals[plan.layers[s.layer].group] += s.total
-    return tuple(GroupRow(g.label, g.first, g.last, g.size, g.kind, g.description, totals[g.index])
+    return tuple(CountGroupRow(g.label, g.first, g.last, g.size, g.kind, g.description, totals[g.index])
                  for g in plan.groups)
 
 

@@ -144,7 +144,7 @@ class SelectionLine:
 
 
 @dataclass(frozen=True, slots=True)
-class Selection:
+class CountSelection:
     """The selected sites and components, with their total."""
 
     description: str
@@ -173,7 +173,7 @@ def select(
     site_filter: Collection[str] | None = None,
     components: Collection[str] | None = None,
     include_stages: bool = False,
-) -> Selection:
+) -> CountSelection:
     """Pick sites and components. An instance is one site of one layer."""
     chosen = []
     layer_filtered = layers is not None or groups is not None or roles is not None
@@ -217,7 +217,7 @@ def select(
         parts.append("component " + "/".join(comps))
     if include_stages and layers is None:
         parts.append("with stages")
-    return Selection(
+    return CountSelection(
         description=", ".join(parts) if parts else "all HC of the text path",
         per_instance=_uniform(per_site),
         instances=len(chosen),

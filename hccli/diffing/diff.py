@@ -18,7 +18,7 @@ same bits: +0.0 against -0.0 is within any tolerance, not equal. Nothing here pr
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Collection, Iterator
 
 import numpy as np
@@ -33,6 +33,7 @@ from hccli.base.errors import HcError
 from hccli.checkpoint.view import HcTensor, HcView, OtherTensor, component_of, read_both
 from hccli.model.inventory_types import COMPONENTS
 from hccli.model.shape import differences
+from hccli.ops.compare import gaps, same_bits
 from hccli.base.vocab import HC_PARTS, SITE_ORDER
 
 SAMPLE_TOKENS = 16
@@ -46,7 +47,7 @@ _PART_ORDER = {p: i for i, p in enumerate(HC_PARTS)}
 
 
 @dataclass(frozen=True)
-class SiteRow:
+class DiffSiteRow:
     layer: int
     site: str
     part: str
@@ -82,7 +83,7 @@ class Changed:
 
 
 @dataclass(frozen=True)
-class ComponentRow:
+class DiffComponentRow:
     component: str
     tensors_a: int
     tensors_b: int
@@ -115,11 +116,11 @@ class DiffReport:
     rtol: float
     sample_tokens: int
     seed: int
-    sites: tuple[SiteRow, ...]
+    sites: tuple[DiffSiteRow, ...]
     only_in_a: tuple[str, ...]
     only_in_b: tuple[str, ...]
     changed: tuple[Changed, ...]
-    components: tuple[ComponentRow, ...]
+    components: tuple[DiffComponentRow, ...]
     values: tuple[ValueRow, ...] | None
     bytes_read_a: int
     bytes_read_b: int
@@ -165,22 +166,14 @@ def model_difference(a: HcView, b: HcView) -> str | None:
 
 # --- comparing values ----------------------------------------------------------------------
 
-def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
-    """Bit for bit the same values (+0.0 and -0.0 are equal numbers, not the same value; two types: as float64)."""
-    a, b = (a, b) if a.dtype == b.dtype else (a.astype(np.float64), b.astype(np.float64))
-    bits = np.dtype(f"u{a.dtype.itemsize}")
-    return a.shape == b.shape and np.array_equal(a.view(bits), b.view(bits))
-
-
 def _compare(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> tuple[float, float, int, bool, float]:
     """(max abs, max rel, elements beyond tolerance, bit-identical values, max abs / max |a|)."""
     if same_bits(a, b):  # the common case, without float64 copies
         return 0.0, 0.0, 0, True, 0.0
-    a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    both_nan = np.isnan(a64) & np.isnan(b64)
+    c = gaps(a, b)
+    a64, diff = c.a, c.gap
     with np.errstate(all="ignore"):
-        diff = np.where(both_nan | (a64 == b64), 0.0, np.abs(b64 - a64))  # inf == inf: 0, not nan
-        denom = np.maximum(np.abs(a64), np.abs(b64))
+        denom = np.maximum(np.abs(a64), np.abs(c.b))
         rel = np.where(diff == 0, 0.0, diff / np.where(denom == 0, 1.0, denom))
         bad = (diff != 0) & ~(diff <= atol + rtol * np.abs(a64))  # a nan difference is beyond any tolerance
     identical = False  # the bits differ (same_bits above); numerically equal values are "within", 0 apart
@@ -191,26 +184,26 @@ def _compare(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> tuple[fl
     return mx, mr, int(bad.sum()), identical, scaled
 
 
-def _row(layer: int, hc, ta: HcTensor | None, tb: HcTensor | None, status: str, stats=None) -> SiteRow:
+def _row(layer: int, hc, ta: HcTensor | None, tb: HcTensor | None, status: str, stats=None) -> DiffSiteRow:
     mx, mr, beyond, scaled = stats if stats else (None, None, None, None)
-    return SiteRow(layer, hc.site, hc.part, hc.canonical(), status, mx, mr, beyond, scaled,
+    return DiffSiteRow(layer, hc.site, hc.part, hc.canonical(), status, mx, mr, beyond, scaled,
                    ta.dtype if ta else None, tb.dtype if tb else None,
                    ta.shape if ta else None, tb.shape if tb else None,
                    ta.stored_name if ta else None, tb.stored_name if tb else None)
 
 
 def compare_hc(a: HcView, b: HcView, *, atol: float, rtol: float, tokens: int, seed: int,
-               advance: Advance = no_advance, selection: Selection = Selection(None, None)) -> list[SiteRow]:
+               advance: Advance = no_advance, selection: Selection = Selection(None, None)) -> list[DiffSiteRow]:
     n_layers, n_stages = numbering(a, b)
     hc_mult, dim = a.model.hc_mult or b.model.hc_mult, a.model.dim or b.model.dim
     hidden = sample_hidden(tokens, seed, hc_mult, dim) if hc_mult and dim and tokens else None
     via = f"{tokens} sample tokens (seed {seed})"
     sites = site_groups(a, b, selection)
-    rows: list[SiteRow] = []
+    rows: list[DiffSiteRow] = []
     for ((owner, site), names), (ra, rb) in zip(sites.items(), read_both(a, b, sites.values())):
         va: dict[str, np.ndarray] = {}
         vb: dict[str, np.ndarray] = {}
-        part_rows: dict[str, SiteRow] = {}
+        part_rows: dict[str, DiffSiteRow] = {}
         for hc in sorted(names, key=lambda h: _PART_ORDER[h.part]):
             layer = hc.layer(n_layers, n_stages)
             ta, tb = a.hc.get(hc.canonical()), b.hc.get(hc.canonical())
@@ -232,15 +225,15 @@ def compare_hc(a: HcView, b: HcView, *, atol: float, rtol: float, tokens: int, s
         alone, sample = site_effects(a, b, site, va, vb, hidden, via)
         for part, row in part_rows.items():
             eff = alone if part == "base" else sample
-            rows.append(row if eff is None else SiteRow(**{**row.__dict__, "effect": eff}))
+            rows.append(row if eff is None else DiffSiteRow(**{**row.__dict__, "effect": eff}))
         advance(hc_bytes(a, b, names), owner or "head")
     return sort_rows(rows)
 
 
-def sort_rows(rows: list[SiteRow]) -> list[SiteRow]:
+def sort_rows(rows: list[DiffSiteRow]) -> list[DiffSiteRow]:
     """Worst first: structural defects, then the largest difference against the tensor's own
     magnitude (an F16 fn's rounding sorts below a Q8_0 fn's blocks, whatever the elements)."""
-    def key(r: SiteRow):
+    def key(r: DiffSiteRow):
         s = 0.0 if r.rel_to_max is None else (np.inf if r.rel_to_max != r.rel_to_max else r.rel_to_max)
         return (_RANK[r.status], -s, r.layer, SITE_ORDER[r.site], _PART_ORDER[r.part])
     return sorted(rows, key=key)
@@ -265,20 +258,38 @@ def compare_inventory(a: HcView, b: HcView, differ: Collection[str] = ()):
     comp = {n: component_of(n) for n in (*ia, *only_b)}
     changed = tuple(Changed(n, comp[n], x.dtype, y.dtype, x.shape, y.shape)
                     for n, x in ia.items() if (y := ib.get(n)) is not None and x[2:4] != y[2:4])
-    acc: dict[str, list[int]] = {}
+    acc: dict[str, _InventoryTally] = {}
     for side, inv, only in ((0, ia, set(only_a)), (1, ib, set(only_b))):
         for n, x in inv.items():
-            c = acc.get(comp[n]) or acc.setdefault(comp[n], [0] * 9)
-            c[side] += 1
-            c[5 + side] += x.nbytes
-            c[7 + side] += x.logical_params
+            c = acc.get(comp[n]) or acc.setdefault(comp[n], _InventoryTally())
+            c.tensors[side] += 1
+            c.bytes[side] += x.nbytes
+            c.params[side] += x.logical_params
         for n in only:
-            acc[comp[n]][2 + side] += 1
+            acc[comp[n]].only_in[side] += 1
     for n in {ch.name for ch in changed} | {n for n in differ if n in ia and n in ib}:
-        acc[comp[n]][4] += 1
+        acc[comp[n]].changed += 1
     order = {c: i for i, c in enumerate((*COMPONENTS, "other"))}
-    comps = tuple(ComponentRow(c, *v) for c, v in sorted(acc.items(), key=lambda kv: order[kv[0]]))
+    comps = tuple(t.row(c) for c, t in sorted(acc.items(), key=lambda kv: order[kv[0]]))
     return only_a, only_b, changed, comps
+
+
+def _pair() -> list[int]:
+    return [0, 0]
+
+
+@dataclass(slots=True)
+class _InventoryTally:
+    """One component's DiffComponentRow as compare_inventory gathers it: [A, B] where each side has its own."""
+
+    tensors: list[int] = field(default_factory=_pair)
+    only_in: list[int] = field(default_factory=_pair)
+    changed: int = 0
+    bytes: list[int] = field(default_factory=_pair)
+    params: list[int] = field(default_factory=_pair)
+
+    def row(self, component: str) -> DiffComponentRow:
+        return DiffComponentRow(component, *self.tensors, *self.only_in, self.changed, *self.bytes, *self.params)
 
 
 def _paired(ita: Iterator[np.ndarray], itb: Iterator[np.ndarray]) -> Iterator[tuple[np.ndarray, np.ndarray]]:

@@ -11,6 +11,7 @@ from typing import Iterable
 from operator import attrgetter, ge, itemgetter, ne
 
 from hccli.checkpoint.safetensors.header_types import DTYPES, Columns
+from hccli.model.packing import FP4_PER_BYTE, fp4_scale_shape
 
 _INFO = itemgetter(1)
 _DTYPE, _SHAPE, _BEGIN, _END = attrgetter("dtype"), attrgetter("shape"), attrgetter("begin"), attrgetter("end")
@@ -32,8 +33,9 @@ def totals_from_columns(columns: Iterable[Columns]) -> tuple[int, dict[str, tupl
 
     Logical parameters come from headers alone: a dtype's elements are its bytes x 8 / bits
     (a validated entry's bytes are exactly that); a GGML block type holds one parameter per
-    element; F8_E8M0 scales count 0; an I8 weight [rows, cols] whose sibling F8_E8M0 scale is
-    [rows, cols / 16] (one scale per 32 values) is packed fp4, two parameters a byte."""
+    element; the rest is model/packing.py's release_params, over runs instead of tensor by tensor:
+    F8_E8M0 scales count 0, an I8 weight whose sibling F8_E8M0 scale has `fp4_scale_shape` is
+    packed fp4, FP4_PER_BYTE parameters a byte."""
     per: dict[str, list[int]] = {}
     n = 0
     runs: dict[str, tuple[list[str], list[tuple[int, ...]]]] = {"I8": ([], []), "F8_E8M0": ([], [])}
@@ -70,30 +72,30 @@ def totals_from_columns(columns: Iterable[Columns]) -> tuple[int, dict[str, tupl
 
 def _fp4_in_shard(weights: list[str], weight_shapes: list, scales: list[str], scale_shapes: list) -> int | None:
     """`_fp4_elements` of one shard as releases write it, or None when it is not so written: each
-    [rows, cols] group of I8 weights and the [rows, cols / 16] group of scales are the same names
+    group of I8 weights of one shape and the group of scales of its `fp4_scale_shape` are the same names
     in the same order (".weight" for ".scale"), compared as two joined strings; no per-tensor
     string or lookup is made. A weight whose scale is elsewhere, or any other layout: None."""
     sep = "\0"
     total = 0
     distinct = set(weight_shapes)
     for shape in distinct:
-        if len(shape) != 2 or shape[1] % 16:
+        want = fp4_scale_shape(shape)
+        if want is None:
             return None
         picked = weights if len(distinct) == 1 else list(compress(weights, map(shape.__eq__, weight_shapes)))
-        want = (shape[0], shape[1] // 16)
         theirs = list(compress(scales, map(want.__eq__, scale_shapes)))
         joined = sep.join(picked) + sep
         if not (len(theirs) == len(picked) and joined.count(sep) == len(picked)
                 and joined.count(".weight" + sep) == len(picked)
                 and joined.replace(".weight" + sep, ".scale" + sep) == sep.join(theirs) + sep):
             return None
-        total += shape[0] * shape[1] * len(picked)
+        total += (FP4_PER_BYTE - 1) * shape[0] * shape[1] * len(picked)
     return total
 
 
 def _fp4_elements(weights: list[str], weight_shapes: list, scales: list[str], scale_shapes: list) -> int:
-    """The elements of packed fp4 weights (see logical_params): I8 `X.weight` [rows, cols] whose
-    F8_E8M0 `X.scale` is [rows, cols / 16]; they count a second time."""
+    """What packed fp4 weights add to their elements (see totals_from_columns): I8 `X.weight`
+    whose F8_E8M0 `X.scale` has its `fp4_scale_shape`, counted FP4_PER_BYTE - 1 times more."""
     if not weights or not scales:
         return 0
     # The sibling names are made for all weights at once by one replace over the joined names
@@ -116,9 +118,9 @@ def _fp4_elements(weights: list[str], weight_shapes: list, scales: list[str], sc
 
 
 def _fp4_size(weight: tuple[int, ...], scale: tuple[int, ...] | None) -> int:
-    if scale is None or len(weight) != 2 or weight[1] % 16 or scale != (weight[0], weight[1] // 16):
+    if scale is None or scale != fp4_scale_shape(weight):
         return 0
-    return weight[0] * weight[1]
+    return (FP4_PER_BYTE - 1) * weight[0] * weight[1]
 
 
 @dataclass

@@ -118,7 +118,7 @@ class KernelImpl:
         return function(self.name)(mixes_t, scale_t, base_t, *op)
 
 
-def _import_torch() -> Any:
+def import_torch() -> Any:
     try:
         import torch
     except ImportError as exc:
@@ -136,7 +136,7 @@ def tilelang_problem() -> str | None:
     return None
 
 
-def _normalise_device(torch: Any, device: str | None) -> str | None:
+def normalise_device(torch: Any, device: str | None) -> str | None:
     if device is None:
         return None
     try:
@@ -166,8 +166,8 @@ def resolve_impl(name: str = "auto", device: str | None = None, hc_mult: int | N
     if found is None:
         raise HcError(f"implementation {name!r} is unknown; expected one of {', '.join(IMPL_NAMES)}")
     name, row = found, IMPLS[found]
-    torch = _import_torch()
-    dev = _normalise_device(torch, device)
+    torch = import_torch()
+    dev = normalise_device(torch, device)
     has_cuda = torch.cuda.is_available()
 
     if row.module and not row.tilelang:
@@ -240,8 +240,8 @@ def resolve_site(op: str, device: str | None = None, hc_mult: int = DEFAULT_HC_M
     eager chain on the same device, with the reason in one line; HcError for an unknown op or device."""
     if op not in SITE_OPS:
         raise HcError(f"site op {op!r} is unknown; expected one of {', '.join(SITE_OPS)}")
-    torch = _import_torch()
-    dev = _normalise_device(torch, device)
+    torch = import_torch()
+    dev = normalise_device(torch, device)
     if dev == "cpu" or not torch.cuda.is_available():
         why = "device cpu asked for" if dev == "cpu" else "no CUDA device"
         return SiteImpl(op, "eager", "cpu", f"{op}: {why}, using the eager chain on cpu", why)

@@ -23,15 +23,16 @@ from itertools import cycle, islice, product, repeat
 from math import ceil, prod
 
 from hccli.model.config.model import ModelConfig
-from hccli.model.inventory_types import DTYPE_BYTES, Columns, Inventory, TensorSpec
+from hccli.model.inventory_types import DTYPE_BYTES, Inventory, InventoryColumns, TensorSpec
 from hccli.model.layers import LayerPlan, plan_layers
+from hccli.model.packing import fp4_shapes
 from hccli.model.releases import Release, release_candidate, shard_layout
 from hccli.base.vocab import owner_of
 
 class _Builder:
     def __init__(self, cfg: ModelConfig, *, exact: bool, hc_only: bool = False):
         self.cfg = cfg
-        self.out = Columns([], [], [], [], [], [], [], [], [])
+        self.out = InventoryColumns([], [], [], [], [], [], [], [], [])
         self.nbytes = 0  # Inventory.total_size, kept as tensors are added
         self.layer: int | None = None
         self.scope = "text"
@@ -61,13 +62,15 @@ class _Builder:
         self.add(f"{prefix}.scale", (ceil(o / b), ceil(i / b)), "F8_E8M0", component)
 
     def fp4(self, prefix: str, o: int, i: int, component: str) -> None:
-        self.add(f"{prefix}.weight", (o, i // 2), "I8", component, fp4=True)
-        self.add(f"{prefix}.scale", (o, ceil(i / 32)), "F8_E8M0", component)
+        weight, scale = fp4_shapes(o, i)
+        self.add(f"{prefix}.weight", weight, "I8", component, fp4=True)
+        self.add(f"{prefix}.scale", scale, "F8_E8M0", component)
 
     def _quantised(self, o: int, i: int) -> tuple[tuple[str, tuple[int, ...], str, bool], ...]:
         """(suffix, shape, dtype, fp4) of what fp4() or fp8() adds for an expert linear."""
         if self.cfg.expert_dtype == "fp4":
-            return ((".weight", (o, i // 2), "I8", True), (".scale", (o, ceil(i / 32)), "F8_E8M0", False))
+            weight, scale = fp4_shapes(o, i)
+            return ((".weight", weight, "I8", True), (".scale", scale, "F8_E8M0", False))
         b = self.cfg.fp8_block
         return ((".weight", (o, i), "F8_E4M3", False), (".scale", (ceil(o / b), ceil(i / b)), "F8_E8M0", False))
 

@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from hccli.model.config.model import ModelConfig
 from hccli.model.layers import LayerPlan
+from hccli.model.packing import FP4_PER_BYTE
 from hccli.model.releases import Release, ShardLayout
 
 # Components, in the order --model lists them.
@@ -42,7 +43,7 @@ class TensorSpec(NamedTuple):
     component: str
     layer: int | None  # backbone layer, or n_layers + s for stage s; None for global tensors
     scope: str  # "text" | "vision" | "stage"
-    fp4_packed: bool = False  # I8 bytes holding two E2M1 values each
+    fp4_packed: bool = False  # I8 bytes holding FP4_PER_BYTE E2M1 values each (model/packing.py)
     exact: bool = True
     shard: int = 0  # 1-based: model-<shard>-of-<Inventory.n_shards>.safetensors
 
@@ -63,10 +64,10 @@ class TensorSpec(NamedTuple):
     def logical_params(self) -> int:
         if self.is_scale:
             return 0
-        return self.elements * 2 if self.fp4_packed else self.elements
+        return self.elements * FP4_PER_BYTE if self.fp4_packed else self.elements
 
 
-class Columns(NamedTuple):
+class InventoryColumns(NamedTuple):
     """The inventory as one list per TensorSpec field, in inventory order: what verify compares
     with the shards' columns, built by C-level extends (a record per tensor is made only for a
     caller that asks for `Inventory.tensors`)."""
@@ -86,7 +87,7 @@ class Columns(NamedTuple):
 class Inventory:
     config: ModelConfig
     plan: LayerPlan
-    columns: Columns
+    columns: InventoryColumns
     layout: ShardLayout
     total_size: int  # the index's metadata.total_size: the sum of the tensors' byte spans (kept by the builder)
     release: Release | None = None  # the published release this config is (names, shapes, placement, totals)

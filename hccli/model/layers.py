@@ -82,9 +82,6 @@ class LayerPlan:
     def stages(self) -> tuple[LayerInfo, ...]:
         return self.layers[self.n_backbone:]
 
-    def groups_of(self, indices) -> set[int]:
-        return {self.layers[i].group for i in indices}
-
     def groups_spanning(self, first: int, last: int) -> tuple[int, ...] | None:
         """The groups that exactly cover layers first..last; None when the bounds cut into a group."""
         starts = [g.index for g in self.groups if g.first == first]

@@ -12,18 +12,59 @@ compressed-tensors (`compressors/*/base.py`): pack-quantized `weight_packed` int
 int-/float-quantized `weight` [o, i] in the narrow type; `weight_scale` [o, ceil(i/group_size)]
 (strategy group), [o, 1] (channel) or [1] (tensor).
 
-Every function answers (logical input width or None, the problem or None); nothing reads values.
+The release (model/inventory.py's fp4()): an fp4 linear of [o, i] values is an I8 `.weight`
+[o, i/2], two E2M1 values a byte, beside an F8_E8M0 `.scale` [o, i/32], one scale a block of 32
+values; config.json's bounds hold an fp4 width to whole blocks. safetensors has no 4-bit dtype: I8
+says one element a byte, and only the scale beside it says the byte holds two values.
+
+The packing functions answer (logical input width or None, the problem or None); nothing reads values.
 """
 
 from __future__ import annotations
 
-from math import prod
+from functools import lru_cache
+from math import ceil, prod
+from typing import Callable
 
 from hccli.model.config.quant import CtGroup, MlxQuant
 
 Sig = tuple[str, tuple[int, ...]]  # (dtype, shape) of a stored tensor
 MX_MODES = {(4, 16): "nvfp4", (4, 32): "mxfp4", (8, 32): "mxfp8"}  # infer_quant_config's uint8-scale pairs
 _FLOAT = ("F32", "F16", "BF16")
+
+
+FP4_PER_BYTE = 2  # E2M1 values in one I8 byte of a release's fp4 weight
+FP4_BLOCK = 32  # fp4 values one F8_E8M0 scale covers
+
+
+def fp4_shapes(o: int, i: int) -> tuple[tuple[int, int], tuple[int, int]]:
+    """(weight, scale) shapes of an fp4 linear of [o, i] values as the release stores it."""
+    return (o, i // FP4_PER_BYTE), (o, ceil(i / FP4_BLOCK))
+
+
+@lru_cache(maxsize=4096)  # called per I8 weight of a 100k-tensor header, which holds a few shapes
+def fp4_scale_shape(weight: tuple[int, ...]) -> tuple[int, int] | None:
+    """The F8_E8M0 `.scale` shape that makes an I8 `.weight` of this shape packed fp4, or None
+    where none does: not [o, i/2], or i not whole blocks (a scale of [o, c // 16] beside a width
+    that is no multiple of 16 bytes covers fewer values than the bytes hold: no fp4 layout)."""
+    if len(weight) != 2 or (weight[1] * FP4_PER_BYTE) % FP4_BLOCK:
+        return None
+    return weight[0], weight[1] * FP4_PER_BYTE // FP4_BLOCK  # fp4_shapes' scale, whole blocks
+
+
+def release_params(name: str, dtype: str, shape: tuple[int, ...], elements: int,
+                   sig_of: Callable[[str], Sig | None]) -> int:
+    """Logical parameters of one stored tensor of a release layout, from headers alone: an F8_E8M0
+    scale counts 0; an I8 `X.weight` whose `X.scale` (sig_of: stored name -> (dtype, shape), None
+    where absent) is F8_E8M0 of `fp4_scale_shape` counts FP4_PER_BYTE a byte; any other tensor its
+    elements. The inventory's TensorSpec.logical_params and inspect's column totals are this rule."""
+    if dtype == "F8_E8M0":
+        return 0  # quantisation scales are not parameters
+    if dtype == "I8" and name.endswith(".weight"):
+        want = fp4_scale_shape(shape)
+        if want is not None and sig_of(name[:-7] + ".scale") == ("F8_E8M0", want):
+            return elements * FP4_PER_BYTE
+    return elements
 
 
 def _shown(sig: Sig) -> str:

@@ -273,7 +273,7 @@ def stored_shape(shape: Iterable[int], dialect: str) -> tuple[int, ...]:
 _SAVED_HINT = ("model.hc_head.", "model.embed_tokens.")
 _PREFIXED_HINT = ("model.hc_head_", "model.embed.")
 _MEMORY_HINT = ("_hc.", ".self_attn.", ".mlp.", "_layernorm.")
-_RELEASE_ROOTS = ("layers.", "mtp.", "hc_head_", "embed.", "norm.")
+RELEASE_ROOTS = ("layers.", "mtp.", "hc_head_", "embed.", "norm.")
 _MODEL_AMBIGUOUS = "model-prefixed"
 # every first segment _vote gives to a dialect other than the release
 _NOT_RELEASE_ROOTS = ("blk.", "output_hc_", "token_embd.", "output_norm.", "output.weight", "decoder.", "model.",
@@ -300,7 +300,7 @@ def _vote(n: str) -> str | None:
         return _MODEL_AMBIGUOUS
     if n.startswith("lm_head."):
         return TRANSFORMERS_MEMORY
-    if n.startswith(_RELEASE_ROOTS):
+    if n.startswith(RELEASE_ROOTS):
         return RELEASE
     return None
 
@@ -335,7 +335,7 @@ def detect_dialect(names: Iterable[str], config: Mapping[str, Any] | None = None
     names = names if isinstance(names, Collection) else list(names)
     if names and not any(map(str.startswith, names, repeat(_NOT_RELEASE_ROOTS))):
         # the common case, a release's ~100k names, decided by C-level scans alone
-        first_release = next((n for n in names if n.startswith(_RELEASE_ROOTS)), None)
+        first_release = next((n for n in names if n.startswith(RELEASE_ROOTS)), None)
         if first_release is not None:
             return Detection(RELEASE, first_release)
     votes: dict[str, int] = {}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from hccli.names.dialects import _RELEASE_ROOTS, GGUF, MEGATRON, RELEASE, UNKNOWN, canonical_name
+from hccli.names.dialects import GGUF, MEGATRON, RELEASE, RELEASE_ROOTS, UNKNOWN, canonical_name
 
 # A dot-led segment of decimal digits that vocab.NUMBER refuses: a leading zero, or a digit of
 # another script (fullwidth, Arabic-Indic, ...) anywhere in it. int() reads both as a number.
@@ -18,7 +18,7 @@ _ASCII_ODD = re.compile(r"\.0[0-9]")  # what an ASCII name needs for one: the qu
 # Where no number is odd, the names of these dialects that may spell what another name spells: one
 # that looks canonical (an unmapped name is its own key) or a layer prefix the producer never writes
 # (_LAYER takes blk and layers alike). Their other names map one to one (injective tables).
-_CANONICAL_ROOTS = (*_RELEASE_ROOTS, "head.")
+_CANONICAL_ROOTS = (*RELEASE_ROOTS, "head.")
 _ALIAS_ROOTS = {GGUF: _CANONICAL_ROOTS, MEGATRON: (*_CANONICAL_ROOTS, "decoder.blk.")}
 
 

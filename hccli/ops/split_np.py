@@ -63,11 +63,3 @@ def head_pre(mixes: np.ndarray, scale: np.ndarray, base: np.ndarray, eps: float,
     s = np.asarray(scale, dtype=dtype)
     return one / (one + np.exp(-(m * s[..., 0:1] + np.asarray(base, dtype=dtype)))) + dtype(eps)
 
-
-def split_sinkhorn_zero_lists(bases: list, scales: list, hc: int, iters: int, eps: float) -> tuple[list, list, list]:
-    """split_sinkhorn at zero mixes for rows of bases and scales given as lists (`inspect`'s sites of
-    a stream count split_f32 has no halving tree for), as lists."""
-    b = np.array(bases, dtype=np.float32)
-    with np.errstate(all="ignore"):
-        pre, post, comb = split_sinkhorn(np.zeros_like(b), np.array(scales, dtype=np.float32), b, hc, iters, eps)
-    return pre.tolist(), post.tolist(), comb.tolist()

@@ -19,6 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from hccli.ops.compare import gaps
 from hccli.ops.site import REFERENCE, STEPS
 from hccli.port.envelope import bf16_step
 from hccli.port.expect import Check
@@ -115,12 +116,12 @@ def _cost(ev: Evaluation) -> float:
     worst = 0.0
     for se in ev.sites:
         if "streams_out" in se.port:
-            want = se.expectation("streams_out", REFERENCE)[0].astype(np.float64)
-            d = np.abs(se.port["streams_out"].astype(np.float64) - want)
-            step = bf16_step(want)
-            ok = (step > 0) & np.isfinite(d)
+            want = se.expectation("streams_out", REFERENCE)[0]
+            c = gaps(se.port["streams_out"], want)
+            step = bf16_step(want).reshape(-1)
+            ok = (step > 0) & c.keep & np.isfinite(c.gap)
             if ok.any():
-                worst = max(worst, float((d[ok] / step[ok]).max()))
+                worst = max(worst, float((c.gap[ok] / step[ok]).max()))
     return worst
 
 

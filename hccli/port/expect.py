@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from hccli.base.floats import to_bf16
+from hccli.ops.compare import gaps
 from hccli.ops.site import (SiteInputs, SiteParams, Variant, cast, collapse, eps_of, held, mix, one_hot, rms_factor,
                             write_back)
 from hccli.ops.split_np import head_pre, split_sinkhorn
@@ -54,17 +55,14 @@ class Check:
 
 
 def check(key: str, step: str, got: np.ndarray, want: np.ndarray, tol: np.ndarray) -> Check:
-    g, w = got.astype(np.float64).reshape(-1), want.astype(np.float64).reshape(-1)
+    c = gaps(got, want)
+    g, w, keep = c.a, c.b, c.keep
     t = np.broadcast_to(tol, want.shape).astype(np.float64).reshape(-1)
-    gn, wn = np.isnan(g), np.isnan(w)
-    differing = int(((got.astype(np.float32).reshape(-1).view(np.int32)
-                      != want.astype(np.float32).reshape(-1).view(np.int32)) & ~(gn & wn)).sum())
-    keep = ~(gn | wn)
+    d = c.gap[keep]
     with np.errstate(all="ignore"):
-        d = np.where(g[keep] == w[keep], 0.0, np.abs(g[keep] - w[keep]))
         ratio = np.where(d == 0, 0.0, d / np.where(t[keep] > 0, t[keep], np.nan))
     ratio = np.where(np.isnan(ratio), np.inf, ratio)
-    beyond = int((ratio > 1).sum()) + int((gn ^ wn).sum())
+    beyond = int((ratio > 1).sum()) + int(c.lone_nan.sum())
     bias = limit = None
     if step in BIASED:
         ok = keep & np.isfinite(g) & np.isfinite(w) & (w != 0)
@@ -73,7 +71,7 @@ def check(key: str, step: str, got: np.ndarray, want: np.ndarray, tol: np.ndarra
             bias = float(rel.mean())
             limit = 2.0 + 4.0 * float(rel.std()) / math.sqrt(rel.size)
     total = float(np.nan_to_num(d, posinf=np.finfo(np.float64).max).sum())
-    return Check(key, step, int(want.size), float(d.max()) if d.size else 0.0, differing, beyond,
+    return Check(key, step, int(want.size), float(d.max()) if d.size else 0.0, c.differing, beyond,
                  float(ratio.max()) if ratio.size else 0.0, bias, limit, total)
 
 
@@ -97,10 +95,8 @@ def used_inputs(key: str, golden: SiteInputs, given: dict[str, np.ndarray]
         a, b = given.get(name), mine[name]
         if a is None or b is None:
             continue
-        with np.errstate(all="ignore"):
-            d = np.abs(a.astype(np.float64) - b.astype(np.float64))
-        diff = int((a.astype(np.float32).view(np.int32) != b.astype(np.float32).view(np.int32)).sum())
-        drift.append(InputDrift(key, name, float(np.nanmax(d)) if d.size else 0.0, diff))
+        c = gaps(a, b)
+        drift.append(InputDrift(key, name, c.max_kept(), c.differing))
     inputs = replace(golden, streams=given.get("streams_in", golden.streams),
                      pre_mix=given.get("pre_mix_in", golden.pre_mix) if golden.pre_mix is not None else None,
                      f=given.get("f", golden.f) if golden.f is not None else None)
@@ -310,8 +306,9 @@ class SiteExpect:
         if step != "comb" or "mixes" in self.port:
             return check(self.key, step, got, want, env)
         # comb from my mixes: add the carried part where the rest of the envelope is not enough
-        d = np.abs(got.astype(np.float64) - want.astype(np.float64))
-        over = np.where(np.isnan(d), np.inf, d / np.where(env > 0, env, np.nan))
+        d = gaps(got, want).gap.reshape(want.shape)  # NaN where one side only is NaN: beyond any envelope
+        with np.errstate(all="ignore"):
+            over = np.where(np.isnan(d), np.inf, d / np.where(env > 0, env, np.nan))
         over = np.nan_to_num(over, nan=np.inf).reshape(over.shape[0], -1).max(axis=1)
         bad = np.flatnonzero(over > 1)
         if bad.size == 0:

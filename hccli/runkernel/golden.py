@@ -21,6 +21,7 @@ import numpy as np
 from hccli.base.errors import HcError
 from hccli.base.limits import MAX_SINKHORN_ITERS, check_hc_mult
 from hccli.base.vocab import mix_width
+from hccli.ops.compare import gaps
 
 FORMAT = "hc-split-sinkhorn-golden/1"
 OUTPUTS = ("pre", "post", "comb")
@@ -163,17 +164,9 @@ class Comparison:
 
 
 def diff(got: np.ndarray, want: np.ndarray, atol: float) -> OutputDiff:
-    g, w = got.astype(np.float32).reshape(-1), want.astype(np.float32).reshape(-1)
-    gn, wn = np.isnan(g), np.isnan(w)
-    lone_nan = gn ^ wn
-    both = gn & wn
-    differing = int(((g.view(np.int32) != w.view(np.int32)) & ~both).sum())
-    keep = ~(gn | wn)
-    gk, wk = g[keep].astype(np.float64), w[keep].astype(np.float64)
-    with np.errstate(invalid="ignore"):
-        d = np.where(gk == wk, 0.0, np.abs(gk - wk))  # equal infinities differ by 0, others by inf
-    beyond = int((d > atol).sum()) + int(lone_nan.sum())
-    return OutputDiff(float(d.max()) if d.size else 0.0, differing, beyond)
+    c = gaps(got.astype(np.float32), want.astype(np.float32))  # the file holds float32 outputs
+    beyond = int((c.gap[c.keep] > atol).sum()) + int(c.lone_nan.sum())
+    return OutputDiff(c.max_kept(), c.differing, beyond)
 
 
 def compare(golden: Golden, impl: str = "auto", device: str | None = None, atol: float = 0.0) -> Comparison:

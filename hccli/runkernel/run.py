@@ -1,6 +1,6 @@
 """`hc run-kernel`'s core: build the input from typed choices, run the chosen implementation,
 and summarise. No printing, and no flag names: the CLI parses its options into
-the MixSource / SiteRef / Overrides values below.
+the MixSource / CheckpointSite / Overrides values below.
 
 Where hc_mult, the iteration count and eps come from, in order: a checkpoint's
 config.json (one it cannot use is set aside whole, and the input carries its note);
@@ -57,7 +57,7 @@ MixSource = Union[SampleMixes, RandomMixes, MixesFile, HiddenState]
 
 
 @dataclass(frozen=True)
-class SiteRef:
+class CheckpointSite:
     """A checkpoint site whose hc_base / hc_scale (and hc_fn for a hidden state) to use."""
 
     checkpoint: str
@@ -179,7 +179,7 @@ def _check_part(site: Any, part: str, limit: int, label: str) -> None:
         check_count(f"{label}: tensor {info.name} {list(info.shape)}", count, limit)
 
 
-def prepare(source: MixSource, *, site: SiteRef | None = None, config: Path | None = None,
+def prepare(source: MixSource, *, site: CheckpointSite | None = None, config: Path | None = None,
             overrides: Overrides = Overrides()) -> RunInput:
     """Mixes, base, scale and the op's parameters from typed choices."""
     if site is not None and site.site not in ("attn", "ffn"):

@@ -97,7 +97,7 @@ def test_decoding_is_bounded(one_file, monkeypatch):
     path, _ = one_file
     ckpt = open_checkpoint(path)
     parts = _parts(ckpt)
-    monkeypatch.setattr(H, "MAX_DECODED_ELEMENTS", 1000)
+    monkeypatch.setattr(H, "MAX_HC_ELEMENTS", 1000)
     with pytest.raises(HcError, match="elements"):
         H.read_part(ckpt, *parts[F16_SITE])
     site, _ = parts["layers.0.hc_attn_base"]

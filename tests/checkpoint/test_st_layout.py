@@ -95,11 +95,11 @@ ODD_NAMES = ["b", "a\"q", "a\\\\s", "é", "\u00ff", "\U0001f600x", "z\nline", "A
 
 
 def test_serializer_order_is_byte_order_then_dtype():
-    from hccli.checkpoint.safetensors.layout import _RANK, serializer_order
+    from hccli.checkpoint.safetensors.layout import DTYPE_RANK, serializer_order
 
     specs = [_spec(n, d, (1,)) for n in ODD_NAMES for d in ("F32", "BF16", "I8")]
     got = serializer_order(specs)
-    assert got == sorted(specs, key=lambda t: (-_RANK[t.dtype], t.name.encode("utf-8")))
+    assert got == sorted(specs, key=lambda t: (-DTYPE_RANK[t.dtype], t.name.encode("utf-8")))
 
 
 @pytest.mark.parametrize("names", [ODD_NAMES, ["plain.a", "plain.b"], ["\u00e9t\u00e9"], ["one"]])

@@ -79,3 +79,53 @@ def test_core_errors_name_the_config_not_a_flag():
         with pytest.raises(HcError) as ei:
             count_report.build_report(path, **kwargs)
         assert str(path) in ei.value.message and "--" not in ei.value.message
+
+
+@pytest.mark.parametrize("args, flag", [
+    (["count-params", "--layers"], "--layers"),
+    (["inspect", "nowhere", "--layer"], "--layer"),
+    (["inspect", "nowhere", "--hc-layer"], "--hc-layer"),
+    (["diff", "a", "b", "--layers"], "--layers"),
+    (["run-site", "nowhere", "--layers"], "--layers"),
+    (["run-kernel", "--layer"], "--layer"),
+])
+def test_every_layer_option_speaks_one_grammar(args, flag):
+    # refused while the flags are parsed, before any file is looked for, in the words of the one parser
+    r = run_hc(*args, "3,,5")
+    assert (r.exit_code, r.stdout) == (2, "")
+    assert r.stderr == f"hc: error: {flag} '3,,5': an empty item between commas; expected layer numbers or " \
+                       "ranges like 3-7, separated by single commas\n"
+
+
+def test_one_layer_options_take_the_grammar_but_one_layer():
+    from hccli.cli.specs import parse_one_layer
+
+    assert parse_one_layer(" 7 ", "--layer") == parse_one_layer("7-7", "--layer") == 7
+    with pytest.raises(HcError, match="expected one layer number"):
+        parse_one_layer("2-3", "--layer")
+
+
+def test_a_command_with_flag_rules_checks_them_first():
+    import ast
+    import inspect
+
+    import typer
+
+    from hccli.cli.app import register
+    from hccli.cli.flag_rules import RULES
+
+    commands = typer.main.get_command(register()).commands
+    for name in RULES:
+        body = ast.parse(inspect.getsource(commands[name].callback.__wrapped__)).body[0].body
+        first = body[1] if isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) else body[0]
+        assert ast.unparse(first) == "check_flags(ctx)", name
+
+
+def test_a_flag_given_its_default_conflicts_with_nothing(tmp_path):
+    # --compare refuses what would choose other inputs; --precision f32 chooses nothing new
+    golden = tmp_path / "golden.safetensors"
+    golden.write_bytes(b"not one")
+    r = run_hc("run-site", "--compare", str(golden), "--precision", "f32")
+    assert r.exit_code == 2 and "drop" not in r.stderr and "golden.safetensors" in r.stderr
+    r = run_hc("run-site", "--compare", str(golden), "--precision", "bf16")
+    assert r.exit_code == 2 and "drop --precision" in r.stderr

@@ -16,6 +16,7 @@ from hccli.checkpoint.gguf import prescan as gguf_file, store as gguf_store
 from hccli.checkpoint import hc, store
 from hccli.checkpoint.safetensors import header_types
 from hccli.base import limits
+from hccli.bench import op as bench
 
 
 BOUNDS_PAGE = ROOT / "docs" / "security.md"
@@ -56,6 +57,12 @@ def test_bounds_table_matches_the_code():
         "a file written (`--plot`, `--save`, a cache entry)": [n(safe_write.TMP_TRIES), n(safe_write.MAX_WALK)],
         "entries of a config's quantisation block": [n(config_quant.MAX_QUANT_ENTRIES)],
         "the streams of one token count `hc bench --op site-*` builds": [n(limits.MAX_SITE_BENCH_BYTES)],
+        "what one token count of `hc bench` holds at once, estimated before anything is built":
+            [n(limits.MAX_BENCH_BYTES), n(limits.MAX_CPU_BENCH_BYTES), str(bench.PEAK_OUTPUTS)],
+        "the torch reference's work in one `hc bench` run (tokens x hc^2 x iterations, over every call)":
+            [n(limits.MAX_GPU_BENCH_WORK), n(limits.MAX_CPU_BENCH_WORK)],
+        "`hc bench`'s samples and calls": [n(limits.MAX_BENCH_REPS), str(limits.MAX_BENCH_WARMUP),
+                                           str(limits.MAX_BENCH_POINTS)],
         "HC tensor values `inspect --stats` reads": [n(inspect_stats.MAX_STATS_BYTES),
                                                      n(inspect_stats.STATS_CHUNK_ELEMENTS)],
         "a file's metadata `inspect --metadata` shows": [n(inspect_meta.MAX_METADATA_KEYS),

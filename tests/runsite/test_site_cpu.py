@@ -158,9 +158,9 @@ def test_site_bench_renders_rows_errors_and_what_was_skipped():
 
     from hccli.cli.render import bench_site as render_bench_site
     from hccli.bench.op import Machine
-    from hccli.bench.site import SiteBenchResult, SiteRow
+    from hccli.bench.site import SiteBenchResult, SiteBenchRow
 
-    row = SiteRow("site_pre", "delayed", 8192, 0.134, 0.13, 10, 15, 61e6, 3130.0, 74.7, 21.1,
+    row = SiteBenchRow("site_pre", "delayed", 8192, 0.134, 0.13, 10, 15, 61e6, 3130.0, 74.7, 21.1,
                   {"mixes": 2.1e-6, "collapsed": 0.023}, {"collapsed": 0.5}, {"pre": True, "collapsed": False})
     result = SiteBenchResult("site-pre", Machine("cuda:0", "NVIDIA [bold]H200", "580", {"torch": "2"}, "now"), 4, 5120,
                              "bfloat16", 20, 1e-6, 1e-20, 51280, 4191.0, "median", (row,),

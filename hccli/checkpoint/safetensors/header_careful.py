@@ -18,7 +18,7 @@ from hccli.checkpoint.safetensors.header_types import (
     METADATA_KEY,
     N_LEN,
     U64_MAX,
-    _SPAN,
+    ENTRY_SPAN,
     Header,
     HeaderError,
     TensorInfo,
@@ -252,7 +252,7 @@ def parse_careful(text: str, n: int, file_size: int, name: str) -> Header:
         raise HeaderError(name, "bad_json", f"header is not valid JSON ({one_line(str(exc), 100)})") from None
 
     # Tiling rule of Metadata::validate: sorted by offsets, each starts where the last ended.
-    ordered = sorted(entries, key=_SPAN)
+    ordered = sorted(entries, key=ENTRY_SPAN)
     expected = 0
     previous: TensorInfo | None = None
     for info in ordered:

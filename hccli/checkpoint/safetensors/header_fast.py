@@ -22,7 +22,7 @@ from operator import attrgetter, itemgetter, mul, sub
 from typing import Any, Callable
 
 from hccli.checkpoint.safetensors.header_types import (
-    _SPAN,
+    ENTRY_SPAN,
     DTYPES,
     METADATA_KEY,
     N_LEN,
@@ -170,7 +170,7 @@ def _assemble_general(entries: dict[str, Any], dtypes: list, shapes: list, offse
                                        Columns(list(entries), dtypes, shapes, begins, ends))
     # Writers list tensors in offset order, but any order is valid: tile them sorted.
     infos = sorted(map(tuple.__new__, repeat(TensorInfo), zip(entries, dtypes, shapes, begins, ends,
-                                                              repeat(data_start))), key=_SPAN)
+                                                              repeat(data_start))), key=ENTRY_SPAN)
     end = 0
     for info in infos:
         if info.begin != end:

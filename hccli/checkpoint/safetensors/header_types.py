@@ -31,7 +31,7 @@ DTYPES: dict[str, int] = {
 
 METADATA_KEY = "__metadata__"
 _NAME, _DTYPE, _SHAPE, _BEGIN, _END = (itemgetter(i) for i in range(5))  # TensorInfo's fields
-_SPAN = itemgetter(3, 4)
+ENTRY_SPAN = itemgetter(3, 4)
 
 
 class HeaderError(HcError):

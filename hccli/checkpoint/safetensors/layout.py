@@ -24,8 +24,8 @@ from typing import Iterable, Sequence, TypeVar
 # safetensors' `Dtype` enum, in declaration order (its derived Ord)
 DTYPE_ORDER = ("BOOL", "F4", "F6_E2M3", "F6_E3M2", "U8", "I8", "F8_E5M2", "F8_E4M3", "F8_E8M0", "F8_E4M3FNUZ",
                "F8_E5M2FNUZ", "I16", "U16", "F16", "BF16", "I32", "U32", "F32", "C64", "F64", "I64", "U64")
-_RANK = {d: i for i, d in enumerate(DTYPE_ORDER)}
-_DESCENDING = {d: bytes([len(DTYPE_ORDER) - 1 - i]) for d, i in _RANK.items()}
+DTYPE_RANK = {d: i for i, d in enumerate(DTYPE_ORDER)}
+_DESCENDING = {d: bytes([len(DTYPE_ORDER) - 1 - i]) for d, i in DTYPE_RANK.items()}
 ALIGN = 8
 
 T = TypeVar("T")

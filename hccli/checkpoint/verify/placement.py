@@ -20,7 +20,7 @@ from hccli.checkpoint.verify.findings import Finding, finding
 from hccli.checkpoint.safetensors.header_types import ColumnHeader
 from hccli.checkpoint.shardset import Checkpoint
 from hccli.base.errors import HcError
-from hccli.checkpoint.safetensors.layout import _RANK
+from hccli.checkpoint.safetensors.layout import DTYPE_RANK
 
 CODE = "shard_placement"
 _NAME, _DTYPE, _SHAPE = attrgetter("name"), attrgetter("dtype"), attrgetter("shape")
@@ -117,7 +117,7 @@ def _as_published(ckpt: Checkpoint, shard) -> bool:
     if not c.names or h.metadata is not None or not isinstance(h, ColumnHeader):
         return False  # the fast parser's checks (no extra field, no float) are what the text test needs
     runs = [(dtype, len(list(run))) for dtype, run in groupby(c.dtypes)]
-    ranks = [_RANK.get(dtype, -1) for dtype, _ in runs]
+    ranks = [DTYPE_RANK.get(dtype, -1) for dtype, _ in runs]
     if -1 in ranks or not all(map(gt, ranks, ranks[1:])):
         return False  # dtypes descending, each in one run
     start = 0

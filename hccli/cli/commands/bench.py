@@ -7,9 +7,10 @@ from typing import Annotated, List, Optional
 import typer
 
 from hccli.cli.app import app
-from hccli.cli.kernel_options import EpsOpt, HcMultOpt, ItersOpt, SeedOpt, TokenListOpt, _at_least, _eps, one_of
-from hccli.cli.options import JsonOpt
-from hccli.base.errors import HcError
+from hccli.cli.flag_rules import check_flags
+from hccli.cli.kernel_options import EpsOpt, HcMultOpt, ItersOpt, SeedOpt, TokenListOpt, check_eps, one_of
+from hccli.cli.options import Choice, JsonOpt, at_least, choice_option, device_option
+from hccli.base.limits import MAX_BENCH_REPS, MAX_BENCH_WARMUP
 from hccli.kernels.registry import TIMED, canonical
 from hccli.base.vocab import DEFAULT_HC_EPS, DEFAULT_HC_MULT, DEFAULT_SINKHORN_ITERS
 
@@ -32,47 +33,56 @@ EPILOG = """Examples:
   hc bench --op site-write --dim 4096 --dtype float32
 """
 
-OPS = ("split", "site-pre", "site-write")
+class Op(Choice):
+    split = "split"
+    site_pre = "site-pre"
+    site_write = "site-write"
 
 
-def _op(value: str) -> str:
-    if value not in OPS:
-        raise HcError(f"--op {value!r} is unknown; expected one of {', '.join(OPS)}")
-    return value
+class Stream(Choice):
+    """The streams' dtype, in hc's short names and torch's."""
+
+    bf16 = "bf16"
+    bfloat16 = "bfloat16"
+    f32 = "f32"
+    float32 = "float32"
+
+    @property
+    def torch_name(self) -> str:
+        return {"bf16": "bfloat16", "f32": "float32"}.get(self.value, self.value)
 
 
-def _stream(value: str) -> str:
-    names = {"bf16": "bfloat16", "bfloat16": "bfloat16", "f32": "float32", "float32": "float32"}
-    if value not in names:
-        raise HcError(f"--dtype {value!r}: expected bf16 or f32 (the streams' dtype)")
-    return names[value]
-
+_OPS = ", ".join(o.value for o in Op)
 
 
 @app.command("bench", epilog=EPILOG)
 def bench_cmd(
-    op: Annotated[str, typer.Option("--op", callback=_op, help="split (the split-Sinkhorn op, default), "
-                                    "site-pre or site-write (the site's kernels, hc 4).")] = "split",
-    dim: Annotated[int, typer.Option("--dim", callback=_at_least("--dim", 1),
+    ctx: typer.Context,
+    op: choice_option(Op, "--op", refuse=lambda v: f"--op {v!r} is unknown; expected one of {_OPS}",
+                      help="split (the split-Sinkhorn op, default), site-pre or site-write (the site's kernels, "
+                      "hc 4).") = Op.split,
+    dim: Annotated[int, typer.Option("--dim", callback=at_least("--dim", 1),
                                      help="Features per stream for --op site-* (default 5120).")] = 5120,
-    dtype: Annotated[str, typer.Option("--dtype", callback=_stream,
-                                       help="The streams' dtype for --op site-*: bf16 (default) or f32.")] = "bf16",
-    norm_eps: Annotated[Optional[float], typer.Option("--norm-eps", callback=_eps,
+    dtype: choice_option(Stream, "--dtype", metavar="[bf16|f32]",  # torch's names accepted, not listed
+                         refuse=lambda v: f"--dtype {v!r}: expected bf16 or f32 (the streams' dtype)",
+                         help="The streams' dtype for --op site-*: bf16 (default) or f32.") = Stream.bf16,
+    norm_eps: Annotated[Optional[float], typer.Option("--norm-eps", callback=check_eps,
                                                       help="The RMS statistic's eps for --op site-pre (default "
                                                       "1e-20, V4.1-Flash's).")] = None,
     tokens: TokenListOpt = None,
     impl: Annotated[Optional[List[str]], typer.Option("--impl", help=f"{one_of(list(TIMED))} (repeat; "
                                                       "default all that can run here); for --op site-*: eager, "
                                                       "tilekernels, site_pre / site_write.")] = None,
-    device: Annotated[Optional[str], typer.Option("--device", help="cuda, cuda:N or cpu (default: the first "
-                                                  "CUDA device).")] = None,
+    device: device_option("cuda, cuda:N or cpu (default: the first CUDA device).") = None,
     hc_mult: HcMultOpt = None,
     iters: ItersOpt = None,
     eps: EpsOpt = None,
-    reps: Annotated[int, typer.Option("--reps", callback=_at_least("--reps", 1),
-                                      help="Timed samples per point (the median is shown).")] = 15,
-    warmup: Annotated[int, typer.Option("--warmup", callback=_at_least("--warmup", 0),
-                                        help="Untimed calls first (they also build the kernels).")] = 3,
+    reps: Annotated[int, typer.Option("--reps", callback=at_least("--reps", 1, MAX_BENCH_REPS),
+                                      help=f"Timed samples per point (the median is shown; at most "
+                                      f"{MAX_BENCH_REPS:,}).")] = 15,
+    warmup: Annotated[int, typer.Option("--warmup", callback=at_least("--warmup", 0, MAX_BENCH_WARMUP),
+                                        help=f"Untimed calls first (they also build the kernels; at most "
+                                        f"{MAX_BENCH_WARMUP}).")] = 3,
     seed: SeedOpt = 0,
     host: Annotated[bool, typer.Option("--host", help="Also time the host side of one eager call (raw launch, "
                                        "public call with and without preallocated outputs) at n = 1, 64, "
@@ -91,18 +101,16 @@ def bench_cmd(
     DeepSeek's TileKernels (where `tile_kernels` imports), with every output's largest
     error against the float64 chain, at 1, 16, 128, 1K, 8K and 64K tokens by default.
     """
+    check_flags(ctx)
     from hccli.cli.render import bench as render_bench
     from hccli.cli.output import emit, progress_bar
     from hccli.bench.op import run_bench
 
-    if op != "split":
-        _site(op, dim, dtype, norm_eps, tokens, impl, device, hc_mult, iters, eps, reps, warmup, seed, host,
-              json_out)
+    if op is not Op.split:
+        _site(op.value, dim, dtype.torch_name, norm_eps, tokens, impl, device, iters, eps, reps, warmup, seed, host,
+              json_out)  # --hc-mult: flag_rules has held it to the site kernels' 4
         return
 
-    for name in impl or ():
-        if canonical(name) not in TIMED:
-            raise HcError(f"--impl {name!r} is unknown to hc bench; expected some of {', '.join(TIMED)}")
     names = tuple(canonical(n) for n in impl) if impl else TIMED
     with progress_bar("timing") as tick:
         result = run_bench(tuple(tokens) if tokens else None, names,
@@ -114,14 +122,12 @@ def bench_cmd(
 
 
 def _site(op: str, dim: int, stream: str, norm_eps: float | None, tokens: list[int] | None, impl: list[str] | None,
-          device: str | None, hc_mult: int | None, iters: int | None, eps: float | None, reps: int, warmup: int, seed: int, host: bool,
+          device: str | None, iters: int | None, eps: float | None, reps: int, warmup: int, seed: int, host: bool,
           json_out: bool) -> None:
     from hccli.cli.render import bench_site as render_bench_site
     from hccli.cli.output import emit, progress_bar
     from hccli.bench.site import run_site_bench
 
-    if hc_mult not in (None, 4):
-        raise HcError(f"--hc-mult {hc_mult}: the site kernels are built for hc 4 only")
     with progress_bar("timing") as tick:
         result = run_site_bench(op, tuple(tokens) if tokens else None, tuple(impl) if impl else None, dim=dim,
                                 stream=stream, sinkhorn_iters=DEFAULT_SINKHORN_ITERS if iters is None else iters,

@@ -6,13 +6,12 @@ from typing import Annotated, Optional
 import typer
 
 from hccli.cli.app import app
-from hccli.cli.kernel_options import _input_file
-from hccli.cli.options import JsonOpt, _choices
+from hccli.cli.options import JsonOpt, choices_callback, input_file
 
 # the shipped variants --accept takes (hccli/port/mistakes.py SHIPPED, checked by the tests): named
 # here so that the command's module imports no numpy at hc's start
 ACCEPTABLE = {"bf16-write-back": "transformers' DeepseekV4DecoderLayer"}
-_accept_callback = _choices({k: k for k in ACCEPTABLE}, ", ".join(ACCEPTABLE))
+accept_callback = choices_callback({k: k for k in ACCEPTABLE}, ", ".join(ACCEPTABLE))
 
 EPILOG = """Examples:
 
@@ -31,13 +30,13 @@ Exit status: 0 the port matches within float32 rounding (given the accepted vari
 
 @app.command("check-port", epilog=EPILOG)
 def check_port_cmd(
-    port: Annotated[Path, typer.Argument(callback=_input_file("PORT"), show_default=False,
+    port: Annotated[Path, typer.Argument(callback=input_file("PORT"), show_default=False,
                                          help="A .safetensors file of the port's outputs for GOLDEN's inputs "
                                               "(LAYER.SITE.STEP, any subset of the steps).")],
-    golden: Annotated[Path, typer.Option("--golden", callback=_input_file("--golden"), show_default=False,
+    golden: Annotated[Path, typer.Option("--golden", callback=input_file("--golden"), show_default=False,
                                          help="Golden site vectors written by `hc run-site --save`.")],
     accept: Annotated[Optional[list[str]], typer.Option(
-        "--accept", callback=_accept_callback, show_default=False,
+        "--accept", callback=accept_callback, show_default=False,
         help="A variant a library ships on purpose, taken as the reference so that the rest of the port is "
              "judged: " + ", ".join(f"{k} ({who})" for k, who in ACCEPTABLE.items()) + ".")] = None,
     json_out: JsonOpt = False,

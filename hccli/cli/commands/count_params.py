@@ -11,10 +11,10 @@ from typing import Annotated
 from hccli.counting import report as count_report
 from hccli.cli.render import count as render_count
 from hccli.cli.app import app
+from hccli.cli.flag_rules import check_flags
 from hccli.cli.options import (ComponentsOpt, GroupOpt, JsonOpt, LayersOpt, PlotOpt, RolesOpt, SitesOpt,
-                               check_plot)
+                               Choice, check_plot, choice_option)
 from hccli.cli.output import emit, json_document, note, safe
-from hccli.base.errors import HcError
 
 EPILOG = """Examples:
 
@@ -31,18 +31,20 @@ EPILOG = """Examples:
   hc count-params --model --plot params.png --convention stored_bytes  # and a picture
 """
 
-# what the component bars of --plot can count: the per-component keys of `--model --json`
-PLOT_CONVENTIONS = ("logical_params", "stored_elements", "stored_bytes")
+class Convention(Choice):
+    """What the component bars of --plot can count: the per-component keys of `--model --json`."""
+
+    logical_params = "logical_params"
+    stored_elements = "stored_elements"
+    stored_bytes = "stored_bytes"
 
 
-def _convention(value: Optional[str]) -> Optional[str]:
-    if value is not None and value not in PLOT_CONVENTIONS:
-        raise HcError(f"--convention {value!r}: expected one of {', '.join(PLOT_CONVENTIONS)}")
-    return value
+PLOT_CONVENTIONS = tuple(c.value for c in Convention)
 
 
 @app.command("count-params", epilog=EPILOG)
 def count_params(
+    ctx: typer.Context,
     config: Annotated[
         Optional[Path],
         typer.Argument(help="A config.json (inference or hub style), or a folder holding one. "
@@ -59,10 +61,11 @@ def count_params(
                                         "counting convention, from the tensor inventory.")] = False,
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
-    convention: Annotated[Optional[str], typer.Option(
-        "--convention", callback=_convention, metavar="KEY", show_default=False,
+    convention: choice_option(
+        Convention, "--convention", metavar="KEY", show_default=False,
+        refuse=lambda v: f"--convention {v!r}: expected one of {', '.join(PLOT_CONVENTIONS)}",
         help="What the whole-model bars of --plot count: logical_params (default), stored_elements or "
-             "stored_bytes. Needs --plot and --model.")] = None,
+             "stored_bytes. Needs --plot and --model.") = None,
 ) -> None:
     """Count hyper-connection parameters from a config.json.
 
@@ -72,10 +75,7 @@ def count_params(
     sites and components and print the arithmetic, e.g.
     "Stream combination (attn): 17 x 5 layers = 85".
     """
-    # the option callbacks have turned the flags into sets and bounds by now
-    if convention is not None and (plot is None or not model):
-        raise HcError(f"--convention {convention}: it picks what the whole-model bars of --plot count; "
-                      "give it with --plot and --model")
+    check_flags(ctx)  # the option callbacks have turned the flags into sets and bounds by now
     # a folder holding config.json is a checkpoint: never written into
     guard = config if config is not None and config.is_dir() else None
     if plot is not None:
@@ -90,5 +90,5 @@ def count_params(
         from hccli.plot.params import params_data_from_json, plot_params
 
         # drawn from the JSON document itself, so that the bars are the figures --json prints
-        data = params_data_from_json(json_document(report), convention or PLOT_CONVENTIONS[0])
+        data = params_data_from_json(json_document(report), (convention or Convention.logical_params).value)
         note(safe(write_plot(plot, plot_params, data, forbidden_dir=guard)), wrap=False)

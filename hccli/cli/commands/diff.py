@@ -6,7 +6,7 @@ from typing import Annotated, Optional
 import typer
 
 from hccli.cli.app import app
-from hccli.cli.options import JsonOpt, LayersOpt, PlotOpt, SitesOpt
+from hccli.cli.options import Choice, JsonOpt, LayersOpt, PlotOpt, SitesOpt, listed, seed_option, tokens_option
 
 EPILOG = """Examples:
 
@@ -22,6 +22,13 @@ EPILOG = """Examples:
 """
 
 
+class Values(Choice):
+    """What is compared: the HC tensors only, or every tensor both sides hold."""
+
+    hc = "hc"
+    all = "all"
+
+
 @app.command("diff", epilog=EPILOG)
 def diff_cmd(
     a: Annotated[str, typer.Argument(help="The reference checkpoint: a directory, index .json, .safetensors, "
@@ -30,11 +37,10 @@ def diff_cmd(
     atol: Annotated[float, typer.Option("--atol", help="Absolute tolerance for HC values (default: bit-identical).",
                                         min=0.0)] = 0.0,
     rtol: Annotated[float, typer.Option("--rtol", help="Relative tolerance, against A's value.", min=0.0)] = 0.0,
-    values: Annotated[str, typer.Option("--values", help="hc: read only the HC tensors; all: also compare every "
-                                        "tensor both hold, streamed.")] = "hc",
-    tokens: Annotated[int, typer.Option("--tokens", help="Sample hidden states sent through each side's fn.",
-                                        min=0, max=4096)] = 16,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the sample hidden states.", min=0)] = 0,
+    values: Annotated[Values, typer.Option("--values", metavar=listed(Values), help="hc: read only the HC tensors; all: also compare every "
+                                           "tensor both hold, streamed.")] = Values.hc,
+    tokens: tokens_option("Sample hidden states sent through each side's fn.", 0, 4096) = 16,
+    seed: seed_option("Seed of the sample hidden states.") = 0,
     config_a: Annotated[Optional[Path], typer.Option("--config-a", help="config.json for A (default: beside it).")
                         ] = None,
     config_b: Annotated[Optional[Path], typer.Option("--config-b", help="config.json for B (default: beside it).")
@@ -60,11 +66,8 @@ def diff_cmd(
     from hccli.cli.render import diff as render_diff
     from hccli.cli.output import config_warning, emit, progress_bar
     from hccli.diffing.diff import build_diff
-    from hccli.base.errors import HcError
     from hccli.checkpoint.view import open_view
 
-    if values not in ("hc", "all"):
-        raise HcError(f"--values {values!r}: expected 'hc' or 'all'")
     if plot is not None:
         from hccli.cli.options import check_plot
 
@@ -78,7 +81,7 @@ def diff_cmd(
             config_warning(vb.config_note)
             with progress_bar("comparing", enabled=not json_out, in_bytes=True) as tick:
                 report = build_diff(va, vb, atol=atol, rtol=rtol, tokens=tokens, seed=seed,
-                                    values_all=values == "all", progress=tick, layers=layers,
+                                    values_all=values is Values.all, progress=tick, layers=layers,
                                     sites=frozenset(sites) if sites else None)
     emit(report, json_out, lambda: render_diff.renderables(report, limit=limit))
     if plot is not None:

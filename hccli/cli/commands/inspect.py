@@ -4,6 +4,7 @@
 import typer
 
 from hccli.cli.app import app
+from hccli.cli.flag_rules import check_flags
 from hccli.cli.inspect_options import (
     ConfigOpt,
     DtypeOpt,
@@ -56,6 +57,7 @@ EPILOG = """Examples:
 
 @app.command("inspect", epilog=EPILOG)
 def inspect_cmd(
+    ctx: typer.Context,
     path: PathArg,
     config: ConfigOpt = None,
     verify: VerifyOpt = False,
@@ -81,6 +83,7 @@ def inspect_cmd(
     --metadata, --stats) prints the summary line and what it selects only; --tree
     adds the tree of tensors. Nothing is ever written into the checkpoint's directory.
     """
+    check_flags(ctx)
     from pathlib import Path
 
     # a local checkpoint's folder is never written into; a hub name is no local path
@@ -89,10 +92,6 @@ def inspect_cmd(
         from hccli.cli.options import check_plot
 
         check_plot(plot, forbidden_dir=guard)  # before any work: nothing printed when refused
-    from hccli.base.errors import HcError
-
-    if quiet and not verify:
-        raise HcError("--quiet prints --verify's verdict and findings only; add --verify (or leave out --quiet)")
     from hccli.cli.output import config_warning, emit, note, progress_bar, safe
     from hccli.inspecting.report import build_inspect
 

@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from hccli.cli.app import app
-from hccli.cli.options import JsonOpt
+from hccli.cli.options import JsonOpt, seed_option
 
 EPILOG = """Examples:
 
@@ -30,7 +30,7 @@ def make_checkpoint_cmd(
     phantom: Annotated[bool, typer.Option("--phantom", help="Full-scale layout as a sparse file per shard: "
                                           "real headers, real hc base/scale values, every other byte a hole.")]
     = False,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the random values.")] = 0,
+    seed: seed_option("Seed of the random values.") = 0,
     force: Annotated[bool, typer.Option("--force", help="Replace an existing OUTDIR that holds only checkpoint "
                                         "files (shards, index, config.json).")] = False,
     json_out: JsonOpt = False,
@@ -55,8 +55,6 @@ def make_checkpoint_cmd(
             raise HcError(f"missing OUTDIR: '{config}' looks like a config file, not a directory to "
                           f"create; {usage}")
         config, outdir = None, config
-    if seed < 0:
-        raise HcError(f"--seed {seed}: expected a non-negative integer")
     with progress_bar("writing shards", enabled=not json_out) as tick:
         done = make_checkpoint(config, outdir, phantom=phantom, seed=seed, force=force, progress=tick)
     kind = "phantom (sparse) " if done.phantom else ""

@@ -7,9 +7,10 @@ from typing import Annotated, Optional
 import typer
 
 from hccli.cli.app import app
+from hccli.cli.flag_rules import check_flags
 from hccli.cli.kernel_options import (CompareOpt, ConfigOpt, DeviceOpt, EpsOpt, HcMultOpt, HiddenFileOpt, ImplOpt,
-                                      ItersOpt, LayerOpt, MixesOpt, SeedOpt, SiteOpt, TokensOpt, _at_least)
-from hccli.cli.options import JsonOpt, PlotOpt
+                                      Impl, ItersOpt, KernelSite, LayerOpt, MixesOpt, SeedOpt, SiteOpt, TokensOpt)
+from hccli.cli.options import JsonOpt, PlotOpt, at_least
 from hccli.base.errors import HcError
 
 EPILOG = """Examples:
@@ -33,15 +34,9 @@ EPILOG = """Examples:
 
 
 def _source(tokens, seed, mixes, hidden, hidden_file, dim):
-    """The flags that choose the mixes -> one typed MixSource."""
+    """The flags that choose the mixes (which go together: flag_rules) -> one typed MixSource."""
     from hccli.runkernel import run
 
-    if mixes is not None and (hidden or hidden_file is not None):
-        raise HcError("--mixes and --hidden are two sources of mixes; give one")
-    if tokens is not None and mixes is not None:
-        raise HcError("--tokens makes random mixes and --mixes reads them from a file; give one")
-    if dim is not None and not (hidden or hidden_file is not None):
-        raise HcError("--dim is the width of a hidden state; give it with --hidden")
     if hidden or hidden_file is not None:
         return run.HiddenState(tokens or run.inputs.SAMPLE_TOKENS, dim, seed, hidden_file)
     if mixes is not None:
@@ -52,18 +47,15 @@ def _source(tokens, seed, mixes, hidden, hidden_file, dim):
 
 
 def _site(checkpoint, layer, site):
-    from hccli.runkernel.run import SiteRef
+    from hccli.runkernel.run import CheckpointSite
 
-    if checkpoint is None and layer is not None:
-        raise HcError("--layer needs --checkpoint (the layer whose hc_base and hc_scale to use)")
-    if checkpoint is not None and layer is None:
-        raise HcError(f"--checkpoint {checkpoint}: also give --layer L (and --site attn|ffn)")
-    return None if checkpoint is None else SiteRef(checkpoint, layer, site)
+    return None if checkpoint is None else CheckpointSite(checkpoint, layer, site.value)
 
 
 @app.command("run-kernel", epilog=EPILOG)
 def run_kernel_cmd(
-    impl: ImplOpt = "auto",
+    ctx: typer.Context,
+    impl: ImplOpt = Impl.auto,
     device: DeviceOpt = None,
     tokens: TokensOpt = None,
     seed: SeedOpt = 0,
@@ -71,17 +63,17 @@ def run_kernel_cmd(
     checkpoint: Annotated[Optional[str], typer.Option("--checkpoint", help="Take hc_base, hc_scale (and hc_fn) "
                                                       "from this checkpoint (a path, or hf://org/name).")] = None,
     layer: LayerOpt = None,
-    site: SiteOpt = "attn",
+    site: SiteOpt = KernelSite.attn,
     hidden: Annotated[bool, typer.Option("--hidden", help="Start from a random hidden state \\[tokens, hc, dim] "
                                          "and compute the mixes as the model does.")] = False,
     hidden_file: HiddenFileOpt = None,
-    dim: Annotated[Optional[int], typer.Option("--dim", callback=_at_least("--dim", 1), help="Width of the random "
+    dim: Annotated[Optional[int], typer.Option("--dim", callback=at_least("--dim", 1), help="Width of the random "
                                                "hidden state (default 64; a checkpoint's hc_fn fixes it).")] = None,
     config: ConfigOpt = None,
     hc_mult: HcMultOpt = None,
     iters: ItersOpt = None,
     eps: EpsOpt = None,
-    limit: Annotated[int, typer.Option("--limit", callback=_at_least("--limit", 0), help="Tokens to print "
+    limit: Annotated[int, typer.Option("--limit", callback=at_least("--limit", 0), help="Tokens to print "
                                        "(and to draw with --plot: at least 1, at most 8).")] = 4,
     save: Annotated[Optional[Path], typer.Option("--save", readable=False,  # written, never read: safe_write's rules
                                                  help="Write inputs and outputs as golden vectors "
@@ -100,23 +92,14 @@ def run_kernel_cmd(
     which ran and where. The input is the bundled sample unless --tokens, --mixes,
     --hidden/--hidden-file or --checkpoint say otherwise. --compare FILE re-runs a --save file.
     """
+    check_flags(ctx)
     from hccli.cli.render import kernel as render_kernel
     from hccli.cli.output import config_warning, emit, note, safe
 
-    if compare is not None and plot is not None:
-        raise HcError("--plot draws the outputs of a run and --compare prints a comparison; give one")
     if compare is not None:
-        given = [flag for flag, v in (("--tokens", tokens), ("--mixes", mixes), ("--checkpoint", checkpoint),
-                                      ("--hidden", hidden or None), ("--hidden-file", hidden_file), ("--dim", dim),
-                                      ("--config", config), ("--hc-mult", hc_mult), ("--iters", iters),
-                                      ("--eps", eps), ("--save", save)) if v is not None]
-        if given:
-            raise HcError(f"--compare re-runs the inputs and parameters its file holds; drop {', '.join(given)}")
-        if not atol >= 0 or atol == float("inf"):
-            raise HcError(f"--atol {atol}: expected a finite number >= 0")
         from hccli.runkernel import golden
 
-        result = golden.compare(golden.read(compare), impl, device, atol)
+        result = golden.compare(golden.read(compare), impl.value, device, atol)
         emit(result, json_out, lambda: render_kernel.comparison(result))
         if not result.ok:
             raise typer.Exit(1)
@@ -143,7 +126,7 @@ def run_kernel_cmd(
         check_plot(plot, forbidden_dir=checkpoint)  # before the kernel runs: nothing printed, nothing written
     inp = prepare(source, site=where, config=config, overrides=Overrides(hc_mult, iters, eps))
     config_warning(inp.config_note)
-    result = run(inp, impl, device)
+    result = run(inp, impl.value, device)
     if save is not None:
         save_golden(result, save, force=force, protect=protect)  # checked again as it is written
     emit(result.document(), json_out, lambda: render_kernel.renderables(result, limit=limit, saved=save))

@@ -6,8 +6,10 @@ from typing import Annotated, Optional
 import typer
 
 from hccli.cli.app import app
-from hccli.cli.kernel_options import DeviceOpt, SeedOpt, _at_least, _input_file
-from hccli.cli.options import JsonOpt, LayersOpt, PlotOpt, SitesOpt
+from hccli.cli.flag_rules import check_flags
+from hccli.cli.kernel_options import DeviceOpt, SeedOpt
+from hccli.cli.options import (Choice, JsonOpt, LayersOpt, PlotOpt, SitesOpt, choice_option, config_option,
+                               input_file, listed, tokens_option)
 from hccli.base.errors import HcError
 from hccli.kernels.registry import IMPL_NAMES
 
@@ -30,57 +32,59 @@ EPILOG = """Examples:
   hc check-port port.safetensors --golden golden.safetensors   # ... and a port's outputs judged
 """
 
-PRECISIONS = ("f32", "tf32", "bf16", "f16")
+class Precision(Choice):
+    """The projection's operand formats."""
+
+    f32 = "f32"
+    tf32 = "tf32"
+    bf16 = "bf16"
+    f16 = "f16"
 
 
-def _choice(flag: str, choices: tuple[str, ...]):
-    def check(value):
-        if value is not None and value not in choices:
-            raise HcError(f"{flag} {value!r}: expected one of {', '.join(choices)}")
-        return value
-    return check
+# the numpy reference, then every name of run-kernel's table
+SiteImpl = Choice("SiteImpl", {name: name for name in ("numpy", *IMPL_NAMES)})
 
 
 def _sublayer(value: str) -> str:
     if value not in ("zero", "random"):
-        _input_file("--sublayer")(Path(value))
+        input_file("--sublayer")(Path(value))
     return value
 
 
 @app.command("run-site", epilog=EPILOG)
 def run_site_cmd(
+    ctx: typer.Context,
     source: Annotated[Optional[str], typer.Argument(
         help="A checkpoint in any dialect hc reads (a folder, a .safetensors or .gguf file, hf://org/name), "
              "or a config.json (sample values).", show_default=False)] = None,
-    config: Annotated[Optional[Path], typer.Option("--config", callback=_input_file("--config"),
-                                                   help="The checkpoint's config.json, where it has none.")] = None,
+    config: config_option("The checkpoint's config.json, where it has none.") = None,
     layers: LayersOpt = None,
     sites: SitesOpt = None,
-    tokens: Annotated[Optional[int], typer.Option("--tokens", "-t", callback=_at_least("--tokens", 1),
-                                                  help="Seeded streams of this many tokens (default 16).")] = None,
+    tokens: tokens_option("Seeded streams of this many tokens (default 16).") = None,
     seed: SeedOpt = 0,
     streams: Annotated[Optional[Path], typer.Option(
-        "--streams", callback=_input_file("--streams"),
+        "--streams", callback=input_file("--streams"),
         help="The streams \\[tokens, hc, dim] of the first site: .safetensors (tensor `streams`, BF16 or F32) "
              "or a float32 .npy.")] = None,
     sublayer: Annotated[str, typer.Option(
         "--sublayer", callback=_sublayer, help="The sub-layer's output f at each site: zero (pure stream mixing), "
         "random (seeded), or a .safetensors file of `LAYER.SITE.f` (or one `f`).")] = "random",
-    impl: Annotated[Optional[str], typer.Option(
-        "--impl", callback=_choice("--impl", ("numpy", *IMPL_NAMES)), show_default=False,
+    impl: Annotated[Optional[SiteImpl], typer.Option(
+        "--impl", metavar=listed(SiteImpl), show_default=False,
         help="numpy (the reference, CPU; the default without --device), auto (the default with a GPU --device: "
              "the fused site kernels site_pre and site_write where they have a build, else the torch path, saying "
              "why), or torch / a kernel of run-kernel: the torch path, the split through that kernel.")] = None,
     device: DeviceOpt = None,
-    precision: Annotated[str, typer.Option(
-        "--precision", callback=_choice("--precision", PRECISIONS),
+    precision: choice_option(
+        Precision, "--precision",
+        refuse=lambda v: f"--precision {v!r}: expected one of {', '.join(p.value for p in Precision)}",
         help="The projection's operands in this format; the drift of pre, post, comb and h against f32 is "
-             "reported.")] = "f32",
+             "reported.") = Precision.f32,
     save: Annotated[Optional[Path], typer.Option("--save", help="Write golden site vectors (inputs and every "
                                                  "step) to this .safetensors file.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Overwrite the --save file.")] = False,
     compare: Annotated[Optional[Path], typer.Option(
-        "--compare", callback=_input_file("--compare"),
+        "--compare", callback=input_file("--compare"),
         help="Re-run the inputs of a --save file and compare every step (exit 1 beyond --atol).")] = None,
     atol: Annotated[float, typer.Option("--atol", help="With --compare: the largest absolute difference that "
                                         "still counts as equal (default 0: bit for bit).")] = 0.0,
@@ -94,19 +98,12 @@ def run_site_cmd(
     and the streams' RMS in and out. --save writes golden vectors for a port; check-port
     judges a port's outputs against them.
     """
+    check_flags(ctx)
     from hccli.cli.render import site as render_site
     from hccli.cli.output import config_warning, emit, note, safe
 
+    impl = impl.value if impl is not None else None  # the core takes the name
     if compare is not None:
-        given = [flag for flag, v in (("SOURCE", source), ("--config", config), ("--layers", layers),
-                                      ("--site", sites), ("--tokens", tokens), ("--streams", streams),
-                                      ("--save", save), ("--plot", plot)) if v is not None]
-        if given or precision != "f32" or sublayer != "random":
-            extra = given + (["--precision"] if precision != "f32" else []) + \
-                (["--sublayer"] if sublayer != "random" else [])
-            raise HcError(f"--compare re-runs the inputs its file holds; drop {', '.join(extra)}")
-        if not atol >= 0 or atol == float("inf"):
-            raise HcError(f"--atol {atol}: expected a finite number >= 0")
         from hccli.runsite.run import compare_file
 
         result = compare_file(compare, impl, device, atol)
@@ -114,10 +111,6 @@ def run_site_cmd(
         if not result.ok:
             raise typer.Exit(1)
         return
-    if source is None:
-        raise HcError("run-site needs SOURCE (a checkpoint or a config.json), or --compare FILE")
-    if tokens is not None and streams is not None:
-        raise HcError("--tokens makes seeded streams and --streams reads them from a file; give one")
     from hccli.runsite.run import RunRequest, run_site
     from hccli.runsite.source import open_model, protected
 
@@ -135,7 +128,8 @@ def run_site_cmd(
         check_plot(plot, forbidden_dir=protected(source))
     model = open_model(source, config, seed)
     config_warning(model.config_note)  # before the run: it may be why the run fails
-    req = RunRequest(tokens, seed, streams, sublayer, layers, tuple(sites) if sites else None, precision, impl, device)
+    req = RunRequest(tokens, seed, streams, sublayer, layers, tuple(sites) if sites else None, precision.value, impl,
+                     device)
     report = run_site(model, req, save, force=force)
     emit(report, json_out, lambda: render_site.renderables(report))
     if plot is not None:

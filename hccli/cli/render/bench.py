@@ -13,14 +13,14 @@ from hccli.bench.op import BenchResult, BenchRow, Machine
 
 
 
-def _tokens(n: int) -> str:
+def tokens_label(n: int) -> str:
     for unit, size in (("M", 1 << 20), ("K", 1 << 10)):
         if n >= size and n % size == 0:
             return f"{n // size}{unit}"
     return f"{n:,}"
 
 
-def _rate(x: float) -> str:
+def rate_label(x: float) -> str:
     if x >= 1e9:
         return f"{x / 1e9:.2f} G"
     if x >= 1e6:
@@ -69,11 +69,11 @@ def renderables(result: BenchResult) -> Iterator[Any]:
                           (f"max |diff| vs {ref_impl or 'ref'}", "right")):
         t.add_column(name, justify=justify)
     for r, time in rows_by_tokens(t, result.rows):
-        t.add_row(_tokens(r.tokens), r.impl, time, _rate(r.tokens_per_s),
+        t.add_row(tokens_label(r.tokens), r.impl, time, rate_label(r.tokens_per_s),
                   f"{r.gbps:,.0f}" if r.gbps >= 10 else f"{r.gbps:.2g}", f"{r.pct_copy:.1f}", f"{r.speedup:.1f}" if r.speedup else "-", _diff(r, ref_impl))
     yield t
     if result.host:
-        yield _host_table(result)
+        yield host_table(result)
     for name, why in result.skipped.items():
         yield Text(f"{name}: not timed ({why})")
     yield Text(f"{result.statistic}; differences against {result.reference}.", style="dim")
@@ -83,7 +83,7 @@ def _us(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f} us"
 
 
-def _host_table(result: BenchResult) -> Table:
+def host_table(result: BenchResult) -> Table:
     t = Table(show_edge=False, title="host time per call (eager; GPU time beside it)", title_justify="left")
     for name in ("tokens", "impl", "GPU time", "raw launch", "call (out=)", "call (allocating)", "call / raw"):
         t.add_column(name, justify="left" if name == "impl" else "right")
@@ -93,6 +93,6 @@ def _host_table(result: BenchResult) -> Table:
             t.add_section()
         last = r.tokens
         gpu = "-" if r.gpu_ms is None else _us(r.gpu_ms * 1e3)
-        t.add_row(_tokens(r.tokens), r.impl, gpu, _us(r.raw_us), _us(r.call_us), _us(r.alloc_us),
+        t.add_row(tokens_label(r.tokens), r.impl, gpu, _us(r.raw_us), _us(r.call_us), _us(r.alloc_us),
                   "-" if r.call_vs_raw is None else f"{r.call_vs_raw:.2f}")
     return t

@@ -8,15 +8,15 @@ from typing import Any, Iterator
 from rich.table import Table
 from rich.text import Text
 
-from hccli.cli.render.bench import _host_table, _rate, _tokens, machine_line, rows_by_tokens
-from hccli.bench.site import SiteBenchResult, SiteRow
+from hccli.cli.render.bench import host_table, machine_line, rate_label, rows_by_tokens, tokens_label
+from hccli.bench.site import SiteBenchResult, SiteBenchRow
 
 
 def _err(x: float) -> str:
     return "[red]NaN[/]" if math.isnan(x) else (f"{x:.2g}" if x else "0")
 
 
-def _errors(r: SiteRow) -> str:
+def _errors(r: SiteBenchRow) -> str:
     parts = []
     for name, e in r.max_err.items():
         text = f"{name} {_err(e)}"
@@ -26,7 +26,7 @@ def _errors(r: SiteRow) -> str:
     return ", ".join(parts)
 
 
-def _identical(r: SiteRow) -> str:
+def _identical(r: SiteBenchRow) -> str:
     if not r.identical:
         return "-"
     bad = [k for k, ok in r.identical.items() if not ok]
@@ -46,11 +46,11 @@ def renderables(result: SiteBenchResult) -> Iterator[Any]:
                           ("max |error| vs float64", "left"), ("bit-identical", "left")):
         t.add_column(name, justify=justify)
     for r, time in rows_by_tokens(t, result.rows):
-        t.add_row(_tokens(r.tokens), r.impl, r.collapse or "-", time, _rate(r.tokens_per_s), f"{r.pct_copy:.1f}",
-                  f"{r.vs_eager:.1f}" if r.vs_eager else "-", _errors(r), _identical(r))
+        t.add_row(tokens_label(r.tokens), r.impl, r.collapse or "-", time, rate_label(r.tokens_per_s),
+                  f"{r.pct_copy:.1f}", f"{r.vs_eager:.1f}" if r.vs_eager else "-", _errors(r), _identical(r))
     yield t
     if result.host:
-        yield _host_table(result)
+        yield host_table(result)
     for name, why in result.skipped.items():
         yield Text(f"{name}: not timed ({why})")
     yield Text(f"{result.statistic}. Roundings: one rounding to the streams' dtype at the float64 value plus "

@@ -103,10 +103,6 @@ class ModelConfig:
     def mix_hc(self) -> int:
         return mix_width(self.hc_mult)
 
-    @property
-    def stage_names(self) -> tuple[str, ...]:
-        return tuple(f"mtp.{s}" for s in range(self.n_stages))
-
 
 @dataclass(frozen=True, slots=True)
 class ConfigUnusable:
