@@ -86,7 +86,7 @@ def plot_callback(ctx: typer.Context, param: typer.CallbackParam, value: Optiona
     return value
 
 
-def _choices(aliases: dict[str, str], expected: str):
+def choices_callback(aliases: dict[str, str], expected: str):
     def callback(ctx: typer.Context, param: typer.CallbackParam, value: Optional[list[str]]):
         if not value or ctx.resilient_parsing:
             return None
@@ -96,10 +96,10 @@ def _choices(aliases: dict[str, str], expected: str):
     return callback
 
 
-sites_callback = _choices(specs.SITE_ALIASES, "attn, ffn, head")
-components_callback = _choices(specs.COMPONENT_ALIASES,
+sites_callback = choices_callback(specs.SITE_ALIASES, "attn, ffn, head")
+components_callback = choices_callback(specs.COMPONENT_ALIASES,
                                "pre, post, comb, fn (or read, write, combination, projection)")
-roles_callback = _choices(specs.ROLE_ALIASES, ", ".join(dict.fromkeys(specs.ROLE_ALIASES.values())))
+roles_callback = choices_callback(specs.ROLE_ALIASES, ", ".join(dict.fromkeys(specs.ROLE_ALIASES.values())))
 
 LAYERS_HELP = ("Layers: numbers, ranges and lists (3, 2-7, 2,8,14), mtp.N for a stage (also numbered after "
                "the backbone: mtp.0 is 40 in V4.1-Flash), head for the head mix.")

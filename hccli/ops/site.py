@@ -29,8 +29,9 @@ Where each line comes from (docs/commands/check-port.md has the excerpts):
   and Transformer.forward_spec (the DSpark stages: one one-hot for the stack, each stage
   hands its FFN's pre to the next, forward_head collapses with the last stage's).
 - transformers' modeling_deepseek_v4 (DeepseekV4HyperConnection, DeepseekV4DecoderLayer:
-  "comb is consumed transposed") and mlx-lm's deepseek_v4/deepseek_v41 (rms_norm before the
-  projection: the same op within rounding) read it the same way.
+  "comb is consumed transposed") and mlx-lm's deepseek_v4/deepseek_v41 read the chain the same
+  way and normalise before the projection (the same op within rounding); transformers writes
+  back in bf16 (Variant.writeback), which the published code does not.
 
 Variant holds the ways a port computes it differently; its defaults are the reference.
 `hc check-port` recomputes a port's known mistakes with them (hccli/port/check.py).
@@ -69,7 +70,10 @@ class Variant:
     a way ports have computed it (named by hccli/port/check.py), or an equivalent order."""
 
     projection: str = "f32"  # operands of linear(flat, fn): f32 | tf32 | bf16 | f16 | fn-bf16 (fn only)
-    norm_first: bool = False  # mlx-lm's order, linear(flat * rsqrt, fn): the same op within rounding
+    projection_out: str = "f32"  # the projection's result: f32, or bf16 (a plain bf16 matmul returns bf16)
+    norm_first: bool = False  # mlx-lm's and transformers' order, linear(flat * rsqrt, fn): the same op within rounding
+    tensors: str = "f32"  # base and scale as the module holds them: f32, or bf16 (the whole module cast)
+    hc_eps: float | None = None  # None: the model's
     norm_eps: float | None = None  # None: the model's
     rms_over: str = "flat"  # the statistic over hc*dim ("flat") or over each stream's dim ("stream")
     iters: int | None = None  # None: the model's
@@ -81,6 +85,7 @@ class Variant:
     collapse_with: str = "family"  # "family" | "own" (V4's) | "handoff" (V4.1's)
     collapse_sum: str = "f32"  # "f32" | "bf16" (every product and partial sum rounded)
     collapsed_factor: float = 1.0  # a constant on the collapsed sub-layer input
+    writeback: str = "f32"  # "f32" | "bf16": post and comb cast to bf16, each term and the sum rounded (transformers)
 
 
 REFERENCE = Variant()
@@ -138,6 +143,16 @@ def collapse_uses_handoff(family: str, variant: Variant = REFERENCE) -> bool:
     return variant.collapse_with == "handoff"
 
 
+def eps_of(params: SiteParams, variant: Variant = REFERENCE) -> float:
+    """The hc_eps the variant computes with."""
+    return params.hc_eps if variant.hc_eps is None else variant.hc_eps
+
+
+def held(a: np.ndarray, variant: Variant = REFERENCE) -> np.ndarray:
+    """base or scale as the variant's module holds it (a bf16 module rounds them; float32 arithmetic)."""
+    return to_bf16(np.asarray(a, dtype=np.float32)) if variant.tensors == "bf16" else a
+
+
 def rms_factor(x: np.ndarray, norm_eps: float, variant: Variant = REFERENCE, dtype=np.float32) -> np.ndarray:
     """rsqrt(mean(flat**2) + norm_eps) [T]; [T, hc] when the statistic is taken per stream."""
     xs = x.astype(dtype)
@@ -149,20 +164,26 @@ def rms_factor(x: np.ndarray, norm_eps: float, variant: Variant = REFERENCE, dty
 
 
 def mix(x: np.ndarray, fn: np.ndarray, r: np.ndarray, variant: Variant = REFERENCE, dtype=np.float32) -> np.ndarray:
-    """mixes = linear(flat, fn) * r, with the operands in the variant's format (float32 arithmetic)."""
+    """mixes = linear(flat, fn) * r (or linear(flat * r, fn) normalising first), the operands in the
+    variant's format and its result rounded to bf16 where the variant's projection returns bf16
+    (float32 arithmetic)."""
     t = x.shape[0]
     fn_ = np.asarray(fn, dtype=dtype)
     narrow = dtype is np.float32 and variant.projection != "f32"
     if narrow:
         fn_ = round_to(fn_, "bf16" if variant.projection == "fn-bf16" else variant.projection)
+
+    def operand(a: np.ndarray) -> np.ndarray:
+        return round_to(a, variant.projection) if narrow and variant.projection != "fn-bf16" else a
+
+    def result(p: np.ndarray) -> np.ndarray:
+        return to_bf16(p) if variant.projection_out == "bf16" and dtype is np.float32 else p
     if r.ndim == 2:  # per stream: each copy normalised by its own statistic, then projected
-        return (x.astype(dtype) * r[..., None]).reshape(t, -1) @ fn_.T
+        return result(operand((x.astype(dtype) * r[..., None]).reshape(t, -1)) @ fn_.T)
     flat = x.reshape(t, -1).astype(dtype)
     if variant.norm_first:
-        return (flat * r[:, None]) @ fn_.T
-    if narrow and variant.projection != "fn-bf16":
-        flat = round_to(flat, variant.projection)
-    return (flat @ fn_.T) * r[:, None]
+        return result(operand(flat * r[:, None]) @ fn_.T)
+    return result(operand(flat) @ fn_.T) * r[:, None]
 
 
 def project(x: np.ndarray, fn: np.ndarray, norm_eps: float, variant: Variant = REFERENCE,
@@ -188,14 +209,21 @@ def collapse(x: np.ndarray, w: np.ndarray, variant: Variant = REFERENCE, dtype=n
 
 def write_back(f: np.ndarray, x: np.ndarray, post: np.ndarray, comb: np.ndarray, variant: Variant = REFERENCE,
                dtype=np.float32) -> np.ndarray:
-    """streams_out[k] = post[k] * f + sum_j comb[j, k] * x[j] (in order over j), before the cast."""
+    """streams_out[k] = post[k] * f + sum_j comb[j, k] * x[j] (in order over j), before the cast.
+    A bf16 write-back (transformers' `post.to(dtype) * f + matmul(comb.to(dtype).T, x)` on bf16
+    streams) rounds post and comb to bf16, the product, the matmul's float32 sum and their sum."""
     xs, c = x.astype(dtype), np.asarray(comb, dtype=dtype)
     if not variant.comb_transposed:
         c = np.swapaxes(c, -1, -2)
+    p = np.asarray(post, dtype=dtype)
+    low = variant.writeback == "bf16" and dtype is np.float32
+    if low:
+        c, p = to_bf16(c), to_bf16(p)
     mixed = c[:, 0, :, None] * xs[:, 0, None, :]
     for j in range(1, xs.shape[1]):
         mixed = mixed + c[:, j, :, None] * xs[:, j, None, :]
-    return np.asarray(post, dtype=dtype)[:, :, None] * np.asarray(f, dtype=dtype)[:, None, :] + mixed
+    term = p[:, :, None] * np.asarray(f, dtype=dtype)[:, None, :]
+    return to_bf16(to_bf16(term) + to_bf16(mixed)) if low else term + mixed
 
 
 def forward(inp: SiteInputs, params: SiteParams, variant: Variant = REFERENCE, dtype=np.float32
@@ -207,12 +235,13 @@ def forward(inp: SiteInputs, params: SiteParams, variant: Variant = REFERENCE, d
     with np.errstate(all="ignore"):  # NaN and Inf in a file are passed through, as the model would
         if inp.fn is not None:
             out["rsqrt"], out["mixes"] = project(x, inp.fn, params.norm_eps, variant, dtype)
+            scale, base, eps = held(inp.scale, variant), held(inp.base, variant), eps_of(params, variant)
             if inp.site == "head":
-                out["pre"] = head_pre(out["mixes"], inp.scale, inp.base, params.hc_eps, dtype)
+                out["pre"] = head_pre(out["mixes"], scale, base, eps, dtype)
             else:
                 out["pre"], out["post"], out["comb"] = split_sinkhorn(
-                    out["mixes"], inp.scale, inp.base, params.hc_mult,
-                    params.iters if variant.iters is None else variant.iters, params.hc_eps, dtype,
+                    out["mixes"], scale, base, params.hc_mult,
+                    params.iters if variant.iters is None else variant.iters, eps, dtype,
                     post_mult=variant.post_mult, softmax_eps=variant.softmax_eps, sum_eps=variant.sum_eps,
                     softmax_axis=variant.softmax_axis)
         w = inp.pre_mix if inp.pre_mix is not None else out["pre"]

@@ -34,8 +34,11 @@ def _pairwise_sum(x: np.ndarray, axis: int) -> np.ndarray:
 # (tests/test_signatures.py allows it).
 def split_sinkhorn(mixes: np.ndarray, scale: np.ndarray, base: np.ndarray, hc: int, iters: int, eps: float,
                    dtype=np.float32, *, post_mult: float = 2.0, softmax_eps: bool = True, sum_eps: bool = True,
-                   softmax_axis: int = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   softmax_axis: int = -1, kernel_sums: bool = True) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """kernel_sums=False sums in numpy's own order: for a derivative, where the order does not matter
+    and the kernel's halving tree costs several times as much."""
     m = np.asarray(mixes, dtype=dtype)
+    total = _pairwise_sum if kernel_sums else (lambda x, axis: x.sum(axis=axis))
     s = np.asarray(scale, dtype=dtype)
     b = np.asarray(base, dtype=dtype)
     e = dtype(eps)
@@ -47,11 +50,11 @@ def split_sinkhorn(mixes: np.ndarray, scale: np.ndarray, base: np.ndarray, hc: i
     post = dtype(post_mult) * (one / (one + np.exp(-(m[..., hc:2 * hc] * s[..., 1:2] + b[..., hc:2 * hc]))))
     comb = (m[..., 2 * hc:] * s[..., 2:3] + b[..., 2 * hc:]).reshape(*m.shape[:-1], hc, hc)
     comb = np.exp(comb - comb.max(axis=softmax_axis, keepdims=True))
-    comb = comb / np.expand_dims(_pairwise_sum(comb, softmax_axis), softmax_axis) + add
-    comb = comb / (_pairwise_sum(comb, -2)[..., None, :] + d)
+    comb = comb / np.expand_dims(total(comb, softmax_axis), softmax_axis) + add
+    comb = comb / (total(comb, -2)[..., None, :] + d)
     for _ in range(iters - 1):
-        comb = comb / (_pairwise_sum(comb, -1)[..., :, None] + d)
-        comb = comb / (_pairwise_sum(comb, -2)[..., None, :] + d)
+        comb = comb / (total(comb, -1)[..., :, None] + d)
+        comb = comb / (total(comb, -2)[..., None, :] + d)
     return pre, post, comb
 
 

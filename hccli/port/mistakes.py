@@ -25,13 +25,29 @@ class Mistake:
     kind: str  # mistakes of one kind are not paired
     report: str  # the public report (or source) behind it
     changes: tuple[tuple[str, object], ...]  # the Variant fields it sets
+    shipped: str = ""  # who ships it on purpose (a variant, not a slip); --accept takes these keys
 
     def variant(self, base: Variant | None = None) -> Variant:
         return replace(base or Variant(), **dict(self.changes))
 
 
-def _m(key, text, kind, report, **changes) -> Mistake:
-    return Mistake(key, text, kind, report, tuple(sorted(changes.items())))
+def _m(key, text, kind, report, shipped="", **changes) -> Mistake:
+    return Mistake(key, text, kind, report, tuple(sorted(changes.items())), shipped)
+
+
+# transformers runs V4 with bf16 streams and writes them back in bf16: its DecoderLayer's
+# `post.to(dtype) * attn_output + matmul(comb.to(dtype).transpose(-1, -2), hidden_states)`
+BF16_WRITE_BACK = _m(
+    "bf16-write-back", "a bf16 write-back (post and comb cast to bf16, each term and their sum rounded)",
+    "writeback-dtype", "transformers modeling_deepseek_v4 DeepseekV4DecoderLayer.forward (post.to(dtype), "
+    "comb.to(dtype)); the published hc_post sums in float32 and casts once",
+    shipped="transformers (DeepseekV4DecoderLayer)", writeback="bf16")
+SHIPPED = {BF16_WRITE_BACK.key: BF16_WRITE_BACK}
+
+
+def powers_of_ten(eps: float) -> list[float]:
+    """hc_eps off by one or two powers of ten: a config typed 1e-5 for 1e-6, say."""
+    return [float(f"{eps * 10.0 ** k:.6g}") for k in (-2, -1, 1, 2)] if eps > 0 else []
 
 
 def iteration_counts(iters: int) -> tuple[int, ...]:
@@ -70,9 +86,24 @@ def catalogue(params: SiteParams) -> list[Mistake]:
            "TileKernels mhc_pre_big_fuse (round_to_tf32 on fn)", projection="tf32"),
         _m("fn-bf16", "fn stored in bf16", "projection", "llama.cpp #28696 (a bf16 copy of fn)",
            projection="fn-bf16"),
+        _m("projection-bf16-out", "projection in bf16 with a bf16 result (a plain bf16 matmul)", "projection",
+           "llama.cpp #28696 (a bf16 matmul returns bf16)", projection="bf16", projection_out="bf16"),
+        _m("norm-first-bf16", "bf16 projection after normalising first (flat * rsqrt rounded to bf16, fn in bf16)",
+           "projection", "transformers' and mlx-lm's order with bf16 operands (llama.cpp #28696's mistake)",
+           projection="bf16", norm_first=True),
+        _m("norm-first-bf16-out", "bf16 projection after normalising first, with a bf16 result", "projection",
+           "transformers' and mlx-lm's order, the projection a plain bf16 matmul", projection="bf16",
+           norm_first=True, projection_out="bf16"),
+        _m("module-bf16", "the HC module cast to bf16 (fn, base and scale rounded to bf16)", "projection",
+           "transformers keeps attn_hc/ffn_hc in float32 (_keep_in_fp32_modules_strict), mlx-lm too "
+           "(cast_predicate); a conversion that casts every module loses it", projection="fn-bf16", tensors="bf16"),
         _m("collapse-bf16", "collapse summed in bf16", "collapse-sum",
            "the published hc_pre sums in float32 (x.float())", collapse_sum="bf16"),
+        BF16_WRITE_BACK,
     ]
+    out += [_m(f"hc-eps-{e:g}", f"hc_eps {e:g} instead of {params.hc_eps:g}", "hc-eps",
+               "the config's hc_eps (1e-6 in every release); a power of ten off is a typo", hc_eps=e)
+            for e in powers_of_ten(params.hc_eps)]
     if params.family == "v4.1":
         out.append(_m("collapse-own", "V4's own-site collapse in a V4.1 model (pre_mix_in ignored)", "collapse",
                       "V4.1-Flash inference/model.py Block.forward (hc_pre(x, pre_mix))", collapse_with="own"))

@@ -98,7 +98,7 @@ def test_check_port_of_the_largest_iteration_count_finishes(tmp_path):
     port = _unexplained(golden, tmp_path / "p.safetensors")
     proc, _, _ = run_hc_process("check-port", port, "--golden", golden, "--json", timeout=120)
     doc = json.loads(proc.stdout)
-    assert proc.returncode == 1 and doc["verdict"].endswith("no known mistake explains it"), proc.stderr
+    assert proc.returncode == 1 and "no known mistake explains it" in doc["verdict"], proc.stderr
     explained = write_port(golden, tmp_path / "ten.safetensors", S.Variant(iters=10, comb_transposed=False))
     proc, _, _ = run_hc_process("check-port", explained, "--golden", golden, "--json", timeout=120)
     doc = json.loads(proc.stdout)

@@ -21,10 +21,16 @@ def renderables(r: PortReport) -> Iterator[Any]:
         t.add_row(e.step, str(e.sites), f"{e.max_abs:.3g}", f"{e.differing:,}", f"[{style}]{e.beyond:,}[/]",
                   f"{e.worst:.3g}", e.first_site or "")
     yield t
+    for u in r.inputs_used:
+        drift = (f"{u.differing:,} elements differ from the golden's (max |diff| {u.max_abs:.3g}, first at "
+                 f"{u.first_site})" if u.differing else "the golden's own values")
+        yield markup(f"judged from the port's own {u.name} at {u.sites} sites: {safe(drift)}")
     style = "green" if r.departs_at is None else "red"
     yield markup(f"[{style}]{safe(r.verdict)}[/]")
     for e in r.explained_by:
         yield markup(f"  {safe(e.text)}: {safe('; '.join(e.reports))}")
+    for c in r.closest:
+        yield markup(f"  closest: {safe(c.text)} (takes away {c.explains:.0%} of the difference at {r.departs_at})")
     if r.ignored:
         shown = ", ".join(r.ignored[:5]) + (" ..." if len(r.ignored) > 5 else "")
         yield markup(f"[yellow]note[/]: {len(r.ignored)} tensor(s) of the port are no golden step, passed over: "
