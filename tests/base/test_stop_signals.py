@@ -88,9 +88,16 @@ def _env():
     return env
 
 
+def _default_stops():
+    # a signal ignored in this process (a test before may leave one so) stays ignored across exec,
+    # and hc keeps it so on purpose (nohup): the child starts with the default actions
+    for s in interrupts.STOP_SIGNALS:
+        signal.signal(s, signal.SIG_DFL)
+
+
 def _signal_while_writing(folder, cmd, signum, after):
     p = subprocess.Popen([sys.executable, "-m", "hccli", *map(str, cmd)], env=_env(), cwd=folder,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=_default_stops)
     start = time.monotonic()
     while not any(n.endswith(".partial") for n in os.listdir(folder)) and p.poll() is None:
         assert time.monotonic() - start < 60, "no .partial appeared"
