@@ -11,7 +11,10 @@ library stays in the room that made it). Consecutive events in one room are one 
     python benchmarks/verify_walk.py [--quick] [--json OUT.json] [--steps N]
 
 Prints the stays, the distinct rooms and the returns (stays in a room already left: stays less
-rooms), then the rooms by stays. --steps N also prints the first N stays in order. --quick is the
+rooms), and among those the relays: calls into a room already left that none of the callers on
+the stack is in (a return to a waiting caller is not one: it is where the walk came from); then
+the rooms by stays. The verify room's figure is the walk of first calls with every module outside
+checkpoint/verify/ left out: the relay between verification's own modules. --steps N also prints the first N stays in order. --quick is the
 same walk (it is already small) without the table: CI sees that the script still runs.
 """
 
@@ -26,6 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = str(ROOT / "hccli")
+VERIFY_ROOM = "hccli.checkpoint.verify."
 GONE_SHARD = "model-00003-of-00014.safetensors"
 
 
@@ -53,6 +57,7 @@ def walk(fn, *args, every: bool = False):
     first call of each function and what that call calls (a function called again, in a loop say,
     goes where it went before: the walk does not count the loop's turns); every: each call."""
     stays: list[str] = []
+    relays = [0]  # calls into a room already left that no frame the walk is in belongs to
     followed: list = []  # the frames the walk is in, fn's outermost
     seen: set = set()
 
@@ -75,6 +80,9 @@ def walk(fn, *args, every: bool = False):
             elif room_of(frame) is not None and caller(frame) is followed[-1] and (
                     every or frame.f_code not in seen):
                 seen.add(frame.f_code)
+                room = room_of(frame)
+                if room in stays and room not in map(room_of, followed):
+                    relays[0] += 1
                 followed.append(frame)
                 enter(frame)
         elif event == "return" and len(followed) > 1 and frame is followed[-1]:
@@ -86,12 +94,12 @@ def walk(fn, *args, every: bool = False):
         result = fn(*args)
     finally:
         sys.setprofile(None)
-    return result, stays
+    return result, stays, relays[0]
 
 
-def figures(stays: list[str]) -> dict:
+def figures(stays: list[str], relays: int) -> dict:
     rooms = Counter(stays)
-    return {"stays": len(stays), "rooms": len(rooms), "returns": len(stays) - len(rooms),
+    return {"stays": len(stays), "rooms": len(rooms), "returns": len(stays) - len(rooms), "relays": relays,
             "by_room": dict(rooms.most_common()), "order": stays}
 
 
@@ -104,8 +112,12 @@ def measure() -> dict:
         # the walk, and each walk's checkpoint has none of its tables cached yet
         verify(damaged(Path(tmp) / "warm"))
         for name, every in (("first calls", False), ("every call", True)):
-            found, stays = walk(verify, damaged(Path(tmp) / name.replace(" ", "-")), every=every)
-            out[name] = {"findings": len(found), **figures(stays)}
+            found, stays, relays = walk(verify, damaged(Path(tmp) / name.replace(" ", "-")), every=every)
+            out[name] = {"findings": len(found), **figures(stays, relays)}
+        # the same walk seen from the verification room alone: its modules' stays, the rest left out
+        own = [r for r in out["first calls"]["order"] if r.startswith(VERIFY_ROOM)]
+        own = [r for i, r in enumerate(own) if not i or own[i - 1] != r]
+        out["verify room"] = {"findings": out["first calls"]["findings"], **figures(own, 0)}
     return out
 
 
@@ -118,14 +130,16 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     got = measure()
     for name, w in got.items():
+        relays = f", {w['relays']:,} of them calls into a room no caller on the stack is in" if w["relays"] else ""
         print(f"verify(), {name}: {w['findings']} findings; {w['stays']:,} stays in {w['rooms']} rooms, "
-              f"{w['returns']:,} returns to a room already left")
+              f"{w['returns']:,} returns to a room already left{relays}")
     if not args.quick:
         print("rooms of the walk of first calls, by stays:")
         for room, n in got["first calls"]["by_room"].items():
             print(f"  {n:6,}  {room}")
     if args.steps:
-        print("  " + " -> ".join(r.removeprefix("hccli.") for r in got["first calls"]["order"][:args.steps]))
+        for name in ("first calls", "verify room"):
+            print(f"{name}: " + " -> ".join(r.removeprefix("hccli.") for r in got[name]["order"][:args.steps]))
     if args.json:
         args.json.write_text(json.dumps({"quick": args.quick, "walks": got}, indent=1))
 
