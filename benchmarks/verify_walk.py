@@ -14,8 +14,9 @@ Prints the stays, the distinct rooms and the returns (stays in a room already le
 rooms), and among those the relays: calls into a room already left that none of the callers on
 the stack is in (a return to a waiting caller is not one: it is where the walk came from); then
 the rooms by stays. The verify room's figure is the walk of first calls with every module outside
-checkpoint/verify/ left out: the relay between verification's own modules. --steps N also prints the first N stays in order. --quick is the
-same walk (it is already small) without the table: CI sees that the script still runs.
+checkpoint/verify/ left out: the relay between verification's own modules. --steps N also prints
+the first N stays in order. --quick is the same walk (it is already small) without the table: CI
+sees that the script still runs.
 """
 
 from __future__ import annotations

@@ -10,9 +10,9 @@
   hc_mult, follows from it.
 
 The follow-ons name their root's id as `cause` (findings.py). The grouping runs once, at the
-end of verify's one pass, over every finding the checks made of the gathered facts (facts.py). Opening makes the comparison
-too, where config_fit's fast accept does not accept (damage.py): its config_mismatch is the
-root here. Nothing here runs for a checkpoint that agrees with its index and its config: no
+end of verify's one pass, over every finding the checks made of the gathered facts (facts.py).
+Opening makes the comparison too, where config_fit's fast accept does not accept (damage.py):
+its config_mismatch is the root here. Nothing here runs for a checkpoint that agrees with its index and its config: no
 shard is gone and no inventory finding is there to explain.
 """
 
@@ -24,7 +24,8 @@ from operator import contains
 from hccli.names import dialects as D
 from hccli.checkpoint import hc as H
 from hccli.checkpoint.verify.config_fit import HEAD_FN, STAGES_HELD
-from hccli.checkpoint.verify.facts import OWNERS_NAMED, Facts, GoneShards  # noqa: F401 (OWNERS_NAMED: the README's bound)
+# OWNERS_NAMED: the README's bound, named where the gone shard's finding is worded
+from hccli.checkpoint.verify.facts import OWNERS_NAMED, Facts, GoneShards  # noqa: F401
 from hccli.checkpoint.verify.findings import Finding, caused, finding
 from hccli.checkpoint.shardset import Checkpoint
 from hccli.model.config.model import ModelConfig

@@ -22,7 +22,7 @@ from typing import Any
 from hccli.names import dialects as D
 from hccli.base.bounded import one_line
 from hccli.checkpoint.verify.causes import grouped
-from hccli.checkpoint.verify.facts import FN_READ_BUDGET, Facts, Part, Want, gather
+from hccli.checkpoint.verify.facts import FN_READ_BUDGET, Facts, HcPart, HcWant, gather
 from hccli.checkpoint.verify.findings import CODES, MAX_FINDINGS_PER_CODE, Finding, capped, each, finding, more  # noqa: F401
 from hccli.checkpoint.safetensors.header_types import DTYPES
 from hccli.checkpoint.shardset import Checkpoint
@@ -30,7 +30,7 @@ from hccli.base.vocab import MAX_HC_MULT, hc_from_mix_width
 
 _INFO, _SHAPE, _DTYPE, _EXACT = itemgetter(1), attrgetter("shape"), attrgetter("dtype"), attrgetter("exact")
 _SIGNATURE = attrgetter("dtype", "shape")  # equal for every tensor: no wrong shape, no wrong dtype
-_NO_WANT = Want(None, None, "")
+_NO_WANT = HcWant(None, None, "")
 
 
 def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
@@ -128,7 +128,7 @@ def _hc_findings(facts: Facts) -> tuple[list[Finding], set[int]]:
     return out, against
 
 
-def _dtype_finding(p: Part, low_precision: bool) -> Finding:
+def _dtype_finding(p: HcPart, low_precision: bool) -> Finding:
     """low_precision: a GGUF or a producer that stores HC tensors below F32 on purpose (else hc_dtype)."""
     from hccli.checkpoint.gguf.store import FLOAT_TYPES, ROUNDING
 
@@ -155,7 +155,7 @@ def _gguf_findings(facts: Facts) -> list[Finding]:
     return [more(code, n) if n else finding(code, message) for code, message, n in made]
 
 
-def _hc_shape_problem(site: str, shapes: dict[str, tuple[int, ...]], want: Want) -> str | None:
+def _hc_shape_problem(site: str, shapes: dict[str, tuple[int, ...]], want: HcWant) -> str | None:
     base, scale, fn = shapes.get("base"), shapes.get("scale"), shapes.get("fn")
     if base is not None and len(base) != 1:
         return f"base has shape {list(base)}; expected one dimension"

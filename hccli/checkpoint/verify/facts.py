@@ -151,7 +151,7 @@ class Single:
         return ((n, (ref[0],)) for n, ref in self._t.items())
 
 
-class Want(NamedTuple):
+class HcWant(NamedTuple):
     """What a site's shapes are held to, and who says so."""
 
     hc_mult: int | None
@@ -160,7 +160,7 @@ class Want(NamedTuple):
     dim_said: str = ""
 
 
-class Part(NamedTuple):
+class HcPart(NamedTuple):
     """One HC tensor of a site, as the checks see it."""
 
     canonical: str
@@ -171,14 +171,14 @@ class Part(NamedTuple):
     nbytes: int
 
 
-class Site(NamedTuple):
+class SiteFacts(NamedTuple):
     """An HC site's parts, and what verify found of their values: per part read or set aside,
     (part, NaN/Inf count or None, why it was not read or None, bytes past the fn budget or 0)."""
 
     name: str
     site: str
     lacking: tuple[str, ...]  # canonical names of the parts it has not
-    parts: dict[str, Part]
+    parts: dict[str, HcPart]
     values: tuple[tuple[str, int | None, str | None, int], ...]
 
 
@@ -196,8 +196,8 @@ class Facts:
     any_gguf: bool
     gguf_readable: list  # the readable GGUF files, whose data layouts are checked
     indexed_spans: int  # the byte spans of the tensors of the readable shards the index names
-    want: Want
-    sites: tuple[Site, ...]
+    want: HcWant
+    sites: tuple[SiteFacts, ...]
     against_config: bool  # the sites' shapes are held to the config's hc_mult
     gguf_meta: Any  # a GGUF's own model settings where there is no config
     inventory: Any  # the config's, else None
@@ -229,9 +229,11 @@ def gather(ckpt: Checkpoint, check_values: bool = True) -> Facts:
                     for s in ckpt.shards if s.header is not None and s.indexed)
     any_gguf = any(is_gguf(s) for s in ckpt.shards)
     meta = gguf_model(ckpt) if ckpt.config is None else None
-    want = Want(ckpt.config.hc_mult, None, "the config says") if ckpt.config is not None else \
-        Want(None, None, "") if meta is None else \
-        Want(meta.hc_mult, meta.dim, f"the GGUF metadata's {meta.key('hc_mult')} says", f"{meta.key('dim')} {meta.dim}")
+    # what the shapes are held to: the config's hc_mult, else a GGUF metadata's count and width
+    want = HcWant(ckpt.config.hc_mult, None, "the config says") if ckpt.config is not None else \
+        HcWant(None, None, "") if meta is None else \
+        HcWant(meta.hc_mult, meta.dim, f"the GGUF metadata's {meta.key('hc_mult')} says",
+               f"{meta.key('dim')} {meta.dim}")
     inventory, at, stored = _inventory_facts(ckpt)
     causes: dict[str, str] = {}
     sole = None
@@ -239,12 +241,13 @@ def gather(ckpt: Checkpoint, check_values: bool = True) -> Facts:
         causes = {name: gone.id_of(file) for name, file in gone.by_name().items()}
     elif len(gone.code) == 1:
         sole = gone.id_of(next(iter(gone.code)))
-    return Facts(ckpt, gone, gone.roots(), causes, sole, occ, named, spellings, bool(ckpt.shards) and is_gguf(ckpt.shards[0]),
-                 any_gguf, [s for s in ckpt.readable() if is_gguf(s)] if any_gguf else [], spans, want, tuple(_sites(ckpt, check_values)), ckpt.config is not None, meta,
+    gguf_readable = [s for s in ckpt.readable() if is_gguf(s)] if any_gguf else []
+    return Facts(ckpt, gone, gone.roots(), causes, sole, occ, named, spellings, is_gguf(ckpt.shards[0]), any_gguf,
+                 gguf_readable, spans, want, tuple(_sites(ckpt, check_values)), ckpt.config is not None, meta,
                  inventory, at, stored)
 
 
-def _sites(ckpt: Checkpoint, check_values: bool) -> list[Site]:
+def _sites(ckpt: Checkpoint, check_values: bool) -> list[SiteFacts]:
     """Each HC site's parts, and its values read (base and scale within the hc_mult bound, fn
     projections within FN_READ_BUDGET a run, and not at all where reads cost a transfer)."""
     fn_budget = FN_READ_BUDGET
@@ -252,7 +255,7 @@ def _sites(ckpt: Checkpoint, check_values: bool) -> list[Site]:
     cheap = ckpt.store.bulk_reads_cheap
     out = []
     for s in ckpt.hc_sites:
-        parts = {p: Part(s.tensor_name(p), info.name, info.shape, info.dtype, is_gguf(shard), info.nbytes)
+        parts = {p: HcPart(s.tensor_name(p), info.name, info.shape, info.dtype, is_gguf(shard), info.nbytes)
                  for p, (shard, info) in s.parts.items()}
         values = []
         for part in ("base", "scale", "fn") if check_values and cheap else ("base", "scale") if check_values else ():
@@ -270,7 +273,7 @@ def _sites(ckpt: Checkpoint, check_values: bool) -> list[Site]:
                 values.append((part, count_nonfinite(ckpt, s, part), None, 0))
             except HcError as exc:  # a GGML type the gguf package cannot decode, past a bound, ...
                 values.append((part, None, exc.message, 0))
-        out.append(Site(s.name, s.site, tuple(s.tensor_name(p) for p in HC_PARTS if p not in s.parts), parts,
+        out.append(SiteFacts(s.name, s.site, tuple(s.tensor_name(p) for p in HC_PARTS if p not in s.parts), parts,
                         tuple(values)))
     return out
 
