@@ -36,7 +36,7 @@ STEPS = [
     ("hccli.inspecting.report", "read_hc_entries", "HC values and the op"),
     ("hccli.checkpoint.verify.checks", "verify", "verify (all of it)"),
     ("hccli.checkpoint.verify.agree", "index_agrees", "  the index against the headers"),
-    ("hccli.checkpoint.verify.checks", "_HcCheck.findings", "  HC checks: the NaN/Inf scan"),
+    ("hccli.checkpoint.verify.facts", "_sites", "  HC sites and the NaN/Inf scan"),
     ("hccli.model.inventory", "build_inventory", "  the config's inventory"),
     ("hccli.checkpoint.verify.agree", "positions", "  inventory comparison"),
     ("hccli.checkpoint.verify.placement", "placement_findings", "  placement check"),

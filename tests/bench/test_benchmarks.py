@@ -54,6 +54,7 @@ TESTED = {
     "site_summary.py": "test_site_summary_of_committed_results",
     "site_warm.py": "test_site_warm_quick_builds_one_of_each_kind",
     "startup.py": "test_startup_quick",
+    "verify_walk.py": "test_verify_walk_quick",
     "NOTES.md": "test_notes_name_only_scripts_that_exist",
 }
 # scripts NOTES.md names that were taken out again, and the commit that still has each
@@ -172,6 +173,23 @@ def test_profile_inspect_quick(tmp_path):
         assert ("verify (all of it)" in m) == (name == "--verify --json")
         assert ("JSON text" in m) == (name != "rich")
         assert ("rich rendering" in m) == (name == "rich")
+
+
+def test_verify_walk_quick(tmp_path):
+    out = tmp_path / "walk.json"
+    printed = ok(run("verify_walk.py", "--quick", "--json", str(out)))
+    walks = json.loads(out.read_text())["walks"]
+    assert list(walks) == ["first calls", "every call", "verify room"]
+    first, every, own = walks["first calls"], walks["every call"], walks["verify room"]
+    # the damaged checkpoint: the config of another model and the gone shard are both found
+    assert first["findings"] == every["findings"] > 100
+    for w in walks.values():
+        assert w["returns"] == w["stays"] - w["rooms"] >= w["relays"] >= 0
+        assert sum(w["by_room"].values()) == w["stays"] == len(w["order"])
+    assert every["stays"] > first["stays"] > own["stays"] > 0  # a loop's turns, then the other rooms, left out
+    assert own["order"][0] == first["order"][0] == "hccli.checkpoint.verify.checks"  # verify()'s own room
+    assert all(r.startswith("hccli.checkpoint.verify.") for r in own["order"])
+    assert len(printed.splitlines()) == 3
 
 
 def test_plot_phantom_quick(tmp_path):

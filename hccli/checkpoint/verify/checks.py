@@ -4,8 +4,12 @@ headers. Each finding has a stable code and a severity ("error" | "warning").
 
 Every finding is returned (a caller that shows people a summary cuts it there), and
 no value is read whose size only a hostile header vouches for: base and scale within
-the hc_mult bound, fn projections in chunks, within FN_READ_BUDGET bytes a run. A code lists
-at most findings.MAX_FINDINGS_PER_CODE findings, then one that counts the rest."""
+the hc_mult bound, fn projections in chunks, within facts.FN_READ_BUDGET bytes a run. A code
+lists at most findings.MAX_FINDINGS_PER_CODE findings, then one that counts the rest.
+
+`verify` is one pass: the checkpoint's facts gathered once (facts.gather), each check below a
+function of them returning its findings, the root causes named once over all of them
+(causes.grouped), the caps last (findings.capped)."""
 
 from __future__ import annotations
 
@@ -13,98 +17,74 @@ from dataclasses import replace
 from itertools import compress, filterfalse
 from operator import and_, attrgetter, itemgetter, ne
 from pathlib import PurePosixPath
-from typing import Any, NamedTuple
+from typing import Any
 
 from hccli.names import dialects as D
 from hccli.base.bounded import one_line
-from hccli.checkpoint.verify import agree
-from hccli.checkpoint.verify.causes import GoneShards, grouped
-from hccli.checkpoint.verify.damage import missing_roots
+from hccli.checkpoint.verify.causes import grouped
+from hccli.checkpoint.verify.facts import FN_READ_BUDGET, Facts, HcPart, HcWant, gather
 from hccli.checkpoint.verify.findings import CODES, MAX_FINDINGS_PER_CODE, Finding, capped, each, finding, more  # noqa: F401
-from hccli.checkpoint.hc import (
-    MAX_MIX_BYTES,
-    count_nonfinite,
-    gguf_model,
-    is_gguf,
-    second_spellings,
-)
 from hccli.checkpoint.safetensors.header_types import DTYPES
 from hccli.checkpoint.shardset import Checkpoint
-from hccli.base.errors import HcError
-from hccli.base.vocab import HC_PARTS, MAX_HC_MULT, hc_from_mix_width
+from hccli.base.vocab import MAX_HC_MULT, hc_from_mix_width
 
 _INFO, _SHAPE, _DTYPE, _EXACT = itemgetter(1), attrgetter("shape"), attrgetter("dtype"), attrgetter("exact")
 _SIGNATURE = attrgetter("dtype", "shape")  # equal for every tensor: no wrong shape, no wrong dtype
-
-# fn bytes one verify reads at most: V4-Pro's projections are ~340 MB in all; past this a
-# header would make verify read for minutes (a sparse file costs no disk for its claim).
-FN_READ_BUDGET = 2 << 30
+_NO_WANT = HcWant(None, None, "")
 
 
 def verify(ckpt: Checkpoint, *, check_values: bool = True) -> list[Finding]:
     """Every finding, at most MAX_FINDINGS_PER_CODE of a code (findings.capped), each that follows
     from a root cause naming it (causes.py)."""
-    return capped(_verify(ckpt, _HcCheck(ckpt, check_values), GoneShards(ckpt)))
+    facts = gather(ckpt, check_values)
+    hc, against = _hc_findings(facts)
+    return capped(grouped(facts, _index_findings(facts), hc + _gguf_findings(facts), against,
+                          _config_note(facts), _config_findings(facts)))
 
 
-def _verify(ckpt: Checkpoint, hc: _HcCheck, gone: GoneShards) -> list[Finding]:
-    out: list[Finding] = []
-    for s in ckpt.shards:
-        if s.header is None:
-            out.append(gone.root(s.file, s.error or f"{s.file}: unreadable"))
-    for name in ckpt.unsafe:
-        out.append(gone.root(name, f"index names shard '{name}', outside the checkpoint directory; not opened"))
-    out += missing_roots(ckpt, gone)
+def _index_findings(facts: Facts) -> list[Finding]:
+    """The shards gone, .partial files, and the index against the headers."""
+    ckpt = facts.ckpt
+    out = list(facts.shard_roots)
     for name in ckpt.partial:
         out.append(finding("partial_file", f"'{name}' is a .partial file (an interrupted download or write?); "
                            "the checkpoint may be incomplete"))
-    idx = ckpt.index
-    if idx is not None and agree.index_agrees(ckpt, idx.weight_map):
-        occ: Any = None  # no duplicate and nothing the index misplaces: no table of names to build
-    elif ckpt.unique:  # no duplicates to list: the merged table says where each name is
-        occ = _Single(ckpt.tensors())
-    else:
-        occ = ckpt.occurrences()
+    idx, occ = ckpt.index, facts.occurrences
+    if occ is not None and not ckpt.unique:
         dups = sorted(n for n, shards in occ.items() if len(shards) > 1)
         each(out, "duplicate_tensor", dups,
              lambda n: f"tensor '{n}' is in {len(occ[n])} shards: " + ", ".join(s.file for s in occ[n]))
-    each(out, "duplicate_spelling", second_spellings(ckpt),
+    each(out, "duplicate_spelling", facts.spellings,
          lambda pair: f"'{one_line(pair[0], 120)}' and '{one_line(pair[1], 120)}' both spell "
                       f"'{one_line(pair[2], 120)}'; expected one name per tensor (a loader may take either)")
     if idx is None:
-        if ckpt.kind == "directory" and len(ckpt.shards) > 1 and not is_gguf(ckpt.shards[0]):
+        if ckpt.kind == "directory" and len(ckpt.shards) > 1 and not facts.first_is_gguf:
             out.append(finding("no_index",
                                f"{ckpt.label}: {len(ckpt.shards)} shards and no model.safetensors.index.json"))
-    else:
-        absent = {*ckpt.unsafe, *ckpt.missing}
-        unreadable = {s.file for s in ckpt.shards if s.header is None}
-        if occ is not None:  # (the weight_map is parsed only here, where the index does not agree)
-            _index_findings(out, ckpt, idx.weight_map, occ, absent, unreadable)
-        for s in ckpt.shards:
-            if not s.indexed:
-                out.append(finding("unindexed_shard", f"{s.file} is in the directory but the index never names it"))
-        if idx.total_size is not None:
-            spans = sum(sum(s.header.columns.ends) - sum(s.header.columns.begins)
-                        for s in ckpt.shards if s.header is not None and s.indexed)
-            if spans != idx.total_size and not unreadable and not absent:
-                out.append(finding("total_size_mismatch", f"metadata.total_size is {idx.total_size:,}; the shards' "
-                                   f"tensors span {spans:,} bytes"))
-    later: list[Finding] = []
-    if ckpt.config_note is not None and ckpt.config_clash is None:  # (a config of another model: its own code)
-        later.append(finding("config_unreadable", ckpt.config_note.line))
-    config = _config_findings(ckpt, gone) if ckpt.config is not None else []
-    return grouped(ckpt, gone, out, hc.findings(), hc.against_config, later, config)
+        return out
+    absent = {*ckpt.unsafe, *ckpt.missing}
+    unreadable = {s.file for s in ckpt.shards if s.header is None}
+    if occ is not None:  # (the weight_map is read only here, where the index does not agree)
+        _weight_map_findings(out, facts, idx.weight_map, occ, absent, unreadable)
+    for s in ckpt.shards:
+        if not s.indexed:
+            out.append(finding("unindexed_shard", f"{s.file} is in the directory but the index never names it"))
+    spans = facts.indexed_spans
+    if idx.total_size is not None and spans != idx.total_size and not unreadable and not absent:
+        out.append(finding("total_size_mismatch", f"metadata.total_size is {idx.total_size:,}; the shards' "
+                           f"tensors span {spans:,} bytes"))
+    return out
 
 
-def _index_findings(out: list[Finding], ckpt: Checkpoint, wm: dict[str, str], occ: Any, gone: set[str],
-                    unreadable: set[str]) -> None:
+def _weight_map_findings(out: list[Finding], facts: Facts, wm: dict[str, str], occ: Any, gone: set[str],
+                         unreadable: set[str]) -> None:
     missing = sorted(n for n in filterfalse(occ.__contains__, wm) if wm[n] not in gone and wm[n] not in unreadable)
     each(out, "index_missing_tensor", missing,
          lambda n: f"index lists '{n}' in {wm[n]}, which does not hold it")
     unindexed = sorted(filterfalse(wm.__contains__, occ))
     each(out, "unindexed_tensor", unindexed,
          lambda n: f"tensor '{n}' in {occ[n][0].file} is not in the index")
-    wrong = [] if agree.each_shard_named(ckpt, wm) else sorted(
+    wrong = [] if facts.each_shard_named else sorted(
         n for n, shards in occ.items()
         if n in wm and len(shards) == 1 and wm[n] != shards[0].file
         and _norm(wm[n]) != _norm(shards[0].file))  # equal names need no PurePosixPath
@@ -112,145 +92,70 @@ def _index_findings(out: list[Finding], ckpt: Checkpoint, wm: dict[str, str], oc
          lambda n: f"tensor '{n}' is in {occ[n][0].file}; the index says {wm[n]}")
 
 
-class _Single:
-    """The merged table read as occurrences (name -> its one shard) when no name repeats: no
-    second table of ~100k entries."""
-
-    def __init__(self, tensors: dict):
-        self._t = tensors
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._t
-
-    def __getitem__(self, name: str) -> tuple:
-        return (self._t[name][0],)
-
-    def __iter__(self):
-        return iter(self._t)
-
-    def items(self):
-        return ((n, (ref[0],)) for n, ref in self._t.items())
-
-
 def _norm(name: str) -> str:
     return str(PurePosixPath(name.replace("\\", "/")))
 
 
-class _HcCheck:
-    """The HC checks: shapes and dtypes, and the values (NaN/Inf) read by a scan; findings() gives
-    them in site order."""
-
-    def __init__(self, ckpt: Checkpoint, check_values: bool):
-        self.ckpt = ckpt
-        self.sites = ckpt.hc_sites
-        self.items: list[Finding | int] = []  # a finding, or the index of a value job
-        self.against_config: set[int] = set()  # id() of the hc_shape findings held to the config's hc_mult
-        self.jobs: list[tuple[Any, str]] = []
-        # what the shapes are held to: the config's hc_mult, else a GGUF metadata's count and width
-        meta = gguf_model(ckpt) if ckpt.config is None else None
-        want = _Want(ckpt.config.hc_mult, None, "the config says") if ckpt.config is not None else \
-            _Want(None, None, "") if meta is None else \
-            _Want(meta.hc_mult, meta.dim, f"the GGUF metadata's {meta.key('hc_mult')} says",
-                  f"{meta.key('dim')} {meta.dim}")
-        # producers whose HC tensors may be stored below F32 on purpose: said as GGUF's are
-        low_precision = ckpt.dialect.dialect in (D.MLX_LM, D.COMPRESSED_TENSORS)
-        fn_budget = FN_READ_BUDGET
-        # where reads cost a transfer the fn projections (2 MB a site, 169 MB for V4.1-Flash) are not fetched
-        cheap = ckpt.store.bulk_reads_cheap
-        out = self.items
-        for s in self.sites:
-            missing = [p for p in HC_PARTS if p not in s.parts]
-            if missing:
-                out.append(finding("hc_incomplete", f"{s.name} {s.site}: no " + ", ".join(
-                    s.tensor_name(p) for p in missing), subject=s.tensor_name(missing[0])))
-            for part, (shard, info) in s.parts.items():
-                if info.dtype != "F32":
-                    out.append(_dtype_finding(s.tensor_name(part), info, is_gguf(shard) or low_precision))
-            shapes = {p: info.shape for p, (_, info) in s.parts.items()}
-            problem = _hc_shape_problem(s.site, shapes, want)
-            if problem:
-                out.append(finding("hc_shape", f"{s.name} {s.site}: {problem}"))
-                if ckpt.config is not None and _hc_shape_problem(s.site, shapes, _Want(None, None, "")) is None:
-                    self.against_config.add(id(out[-1]))  # right in itself: the config's hc_mult is another
-            if not check_values:
-                continue
-            for part in ("base", "scale", "fn") if cheap else ("base", "scale"):
-                if part not in s.parts or (s.parts[part][1].dtype != "F32" and not is_gguf(s.parts[part][0])):
-                    continue
-                nbytes = s.parts[part][1].nbytes
-                if part != "fn" and nbytes > MAX_MIX_BYTES:
-                    continue  # past the hc_mult bound: a shape finding above, and its claimed size is not read
-                if part == "fn":
-                    if nbytes > fn_budget:
-                        out.append(finding("hc_unchecked", f"'{s.tensor_name(part)}' ({nbytes:,} bytes) not read: "
-                                           f"past the {FN_READ_BUDGET:,} bytes of fn values one verify reads"))
-                        continue
-                    fn_budget -= nbytes
-                out.append(len(self.jobs))
-                self.jobs.append((s, part))
-
-    def _scan(self) -> list[list]:
-        """[NaN/Inf count, None] or [None, why it was not read] for each job."""
-        out: list[list] = []
-        for s, part in self.jobs:
-            try:
-                out.append([count_nonfinite(self.ckpt, s, part), None])
-            except HcError as exc:  # a GGML type the gguf package cannot decode, past a bound, ...
-                out.append([None, exc.message])
-        return out
-
-    def findings(self) -> list[Finding]:
-        counts = self._scan()
-        out: list[Finding] = []
-        for item in self.items:
-            if isinstance(item, Finding):
-                out.append(item)
-                continue
-            (s, part), (bad, why) = self.jobs[item], counts[item]
-            if why is not None:
-                out.append(finding("hc_unchecked", f"'{s.stored_name(part)}' not read: {why}"))
+def _hc_findings(facts: Facts) -> tuple[list[Finding], set[int]]:
+    """The HC checks in site order: parts lacking, dtypes, shapes, the values read; and the id()
+    of the hc_shape findings held to the config's hc_mult that are right in themselves."""
+    # producers whose HC tensors may be stored below F32 on purpose: said as GGUF's are
+    low_precision = facts.ckpt.dialect.dialect in (D.MLX_LM, D.COMPRESSED_TENSORS)
+    out: list[Finding] = []
+    against: set[int] = set()
+    for s in facts.sites:
+        if s.lacking:
+            out.append(finding("hc_incomplete", f"{s.name} {s.site}: no " + ", ".join(s.lacking),
+                               subject=s.lacking[0]))
+        for p in s.parts.values():
+            if p.dtype != "F32":
+                out.append(_dtype_finding(p, p.in_gguf or low_precision))
+        shapes = {part: p.shape for part, p in s.parts.items()}
+        problem = _hc_shape_problem(s.site, shapes, facts.want)
+        if problem:
+            out.append(finding("hc_shape", f"{s.name} {s.site}: {problem}"))
+            if facts.against_config and _hc_shape_problem(s.site, shapes, _NO_WANT) is None:
+                against.add(id(out[-1]))  # right in itself: the config's hc_mult is another
+        for part, bad, why, over in s.values:
+            p = s.parts[part]
+            if over:
+                out.append(finding("hc_unchecked", f"'{p.canonical}' ({over:,} bytes) not read: "
+                                   f"past the {FN_READ_BUDGET:,} bytes of fn values one verify reads"))
+            elif why is not None:
+                out.append(finding("hc_unchecked", f"'{p.stored}' not read: {why}"))
             elif bad:
-                out.append(finding("hc_nonfinite", f"'{s.stored_name(part)}' holds {bad} NaN/Inf values"))
-        return out + _gguf_findings(self.ckpt, self.sites)
+                out.append(finding("hc_nonfinite", f"'{p.stored}' holds {bad} NaN/Inf values"))
+    return out, against
 
 
-def _dtype_finding(canonical: str, info, low_precision: bool) -> Finding:
+def _dtype_finding(p: HcPart, low_precision: bool) -> Finding:
     """low_precision: a GGUF or a producer that stores HC tensors below F32 on purpose (else hc_dtype)."""
     from hccli.checkpoint.gguf.store import FLOAT_TYPES, ROUNDING
 
-    shown = f"'{info.name}'" + (f" ({canonical})" if info.name != canonical else "")
-    if not low_precision or info.dtype == "F64":
-        return finding("hc_dtype", f"{shown} is {info.dtype}; expected F32")
-    if info.dtype in FLOAT_TYPES:
-        return finding("hc_reduced_precision", f"{shown} is {info.dtype}: each value is rounded to "
-                       f"{ROUNDING[info.dtype]} relative (the reference keeps HC tensors F32)")
-    kind = "a packed or narrow type" if info.dtype in DTYPES else "a quantised GGML type"
-    return finding("hc_quantised", f"{shown} is {info.dtype}, {kind}; the reference keeps HC tensors F32")
+    shown = f"'{p.stored}'" + (f" ({p.canonical})" if p.stored != p.canonical else "")
+    if not low_precision or p.dtype == "F64":
+        return finding("hc_dtype", f"{shown} is {p.dtype}; expected F32")
+    if p.dtype in FLOAT_TYPES:
+        return finding("hc_reduced_precision", f"{shown} is {p.dtype}: each value is rounded to "
+                       f"{ROUNDING[p.dtype]} relative (the reference keeps HC tensors F32)")
+    kind = "a packed or narrow type" if p.dtype in DTYPES else "a quantised GGML type"
+    return finding("hc_quantised", f"{shown} is {p.dtype}, {kind}; the reference keeps HC tensors F32")
 
 
-def _gguf_findings(ckpt: Checkpoint, sites: list) -> list[Finding]:
+def _gguf_findings(facts: Facts) -> list[Finding]:
     """Each GGUF file's data layout, and without a config the sites its block_count implies."""
-    if not any(is_gguf(s) for s in ckpt.shards):
+    if not facts.any_gguf:
         return []
     from hccli.checkpoint.gguf import verify as verify_gguf
 
-    made = [item for s in ckpt.readable() if is_gguf(s) for item in verify_gguf.layout(s, MAX_FINDINGS_PER_CODE)]
-    meta = gguf_model(ckpt) if ckpt.config is None else None
+    ckpt, meta = facts.ckpt, facts.gguf_meta
+    made = [item for s in facts.gguf_readable for item in verify_gguf.layout(s, MAX_FINDINGS_PER_CODE)]
     if meta is not None and meta.n_layers is not None:
-        made += verify_gguf.missing_sites(sites, meta.n_layers, meta.arch)
+        made += verify_gguf.missing_sites(list(ckpt.hc_sites), meta.n_layers, meta.arch)
     return [more(code, n) if n else finding(code, message) for code, message, n in made]
 
 
-class _Want(NamedTuple):
-    """What a site's shapes are held to, and who says so."""
-
-    hc_mult: int | None
-    dim: int | None
-    said: str
-    dim_said: str = ""
-
-
-def _hc_shape_problem(site: str, shapes: dict[str, tuple[int, ...]], want: _Want) -> str | None:
+def _hc_shape_problem(site: str, shapes: dict[str, tuple[int, ...]], want: HcWant) -> str | None:
     base, scale, fn = shapes.get("base"), shapes.get("scale"), shapes.get("fn")
     if base is not None and len(base) != 1:
         return f"base has shape {list(base)}; expected one dimension"
@@ -284,46 +189,44 @@ def _hc_shape_problem(site: str, shapes: dict[str, tuple[int, ...]], want: _Want
     return None
 
 
-def _config_findings(ckpt: Checkpoint, gone: GoneShards) -> list[Finding]:
+def _config_note(facts: Facts) -> list[Finding]:
+    ckpt = facts.ckpt
+    if ckpt.config_note is not None and ckpt.config_clash is None:  # (a config of another model: its own code)
+        return [finding("config_unreadable", ckpt.config_note.line)]
+    return []
+
+
+def _config_findings(facts: Facts) -> list[Finding]:
     """The config's inventory against the headers, by canonical name, under the rules of the
     checkpoint's layout (reconcile.py); for the release layout, also where the tensors lie
     (placement.py)."""
-    from hccli.checkpoint.verify import reconcile as R
-    from hccli.model.inventory import build_inventory
-
-    cfg = ckpt.config
-    assert cfg is not None
+    ckpt, inventory = facts.ckpt, facts.inventory
+    if inventory is None:
+        return []
     dialect = ckpt.dialect.dialect
     from hccli.checkpoint.verify import producers  # mlx-lm, compressed-tensors; what transformers leaves out
 
-    inventory = build_inventory(cfg)
     if dialect in producers.PACKING:
         return [finding(code, msg) if sure or CODES[code][0] == "info" else
                 Finding(code, "warning", one_line(msg + " (inventory best effort for this family)", 400))
                 for code, msg, sure in producers.findings(ckpt, inventory, dialect)]
-    left_out = [finding("dropped_by_producer", m) for m in producers.drop_messages(inventory, dialect, cfg)
+    left_out = [finding("dropped_by_producer", m) for m in producers.drop_messages(inventory, dialect, ckpt.config)
                 ] if dialect == D.TRANSFORMERS_SAVED else []
-    if dialect not in R.RECONCILED:
-        return []
+    found = _inventory_findings(facts) if facts.stored is not None else []
     if dialect != D.RELEASE:
-        return left_out + _inventory_findings(ckpt, inventory, dialect, gone)
+        return left_out + found
     from hccli.checkpoint.verify.placement import placement_findings
 
-    # the release's names: its inventory as it stands; where the shards agree with it, the
-    # placement check starts from the same positions
-    at = agree.positions(ckpt, inventory.columns)
-    found = [] if at is not None else _inventory_findings(ckpt, inventory, dialect, gone)
-    return found + placement_findings(ckpt, inventory, at)
+    return found + placement_findings(ckpt, inventory, facts.positions)
 
 
-def _inventory_findings(ckpt: Checkpoint, inventory: Any, dialect: str, gone: GoneShards) -> list[Finding]:
+def _inventory_findings(facts: Facts) -> list[Finding]:
     from hccli.checkpoint.verify import producers
-    from hccli.checkpoint.verify import reconcile as R
 
-    stored = ckpt.tensors()
-    inv = R.expected_layout(inventory, dialect, R.model_dtype(stored, dialect))
+    ckpt = facts.ckpt
+    dialect = ckpt.dialect.dialect
+    have, unmapped, inv = facts.stored
     all_exact = all(map(_EXACT, inv.values()))
-    have, unmapped = R.canonical_tensors(stored, dialect)
     out: list[Finding] = []
     left_out: list[Finding] = []  # buffers a save leaves out: dropped_by_producer, listed first
 
@@ -353,7 +256,8 @@ def _inventory_findings(ckpt: Checkpoint, inventory: Any, dialect: str, gone: Go
         missing = hc_missing
     add("missing_tensor", missing,
         lambda n: f"'{n}' {inv[n].dtype or ''} {list(inv[n].shape)} is implied by the config but absent",
-        lambda n: inv[n].exact, gone.cause_of if gone else None)  # absent with its shard: that shard's
+        lambda n: inv[n].exact, (lambda n: facts.gone_sole or facts.gone_causes.get(n))
+        if facts.shard_roots else None)  # absent with its shard: that shard's
     add("unexpected_tensor", sorted(filterfalse(inv.__contains__, have)),
         lambda n: f"'{shown(n)}' in {have[n][0].file} is not implied by the config",
         lambda n: all_exact)

@@ -9,7 +9,7 @@
 Each is a finding with --verify's code and words (missing_shard, config_mismatch), so that one
 fact has one code whether --verify runs or not. A command that needs a tensor the index places
 in a shard that is gone names that shard (`why_absent`), not the tensor. Nothing here reads a
-byte of the checkpoint, and a checkpoint without damage costs no import of causes.py.
+byte of the checkpoint, and a checkpoint without damage costs no import of facts.py or causes.py.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from hccli.model.config.model import USED_INSTEAD, ConfigUnusable, ModelConfig
 from hccli.base.vocab import hc_tensor_name
 
 if TYPE_CHECKING:
-    from hccli.checkpoint.verify.causes import GoneShards
     from hccli.checkpoint.verify.findings import Finding
     from hccli.checkpoint.shardset import Checkpoint
     from hccli.model.shape import Difference
@@ -34,25 +33,9 @@ def findings(ckpt: Checkpoint) -> list[Finding]:
     named and not there (as --verify words them)."""
     out = [ckpt.config_clash] if ckpt.config_clash is not None else []
     if ckpt.missing:
-        from hccli.checkpoint.verify.causes import GoneShards
+        from hccli.checkpoint.verify.facts import GoneShards
 
-        out += missing_roots(ckpt, GoneShards(ckpt))
-    return out
-
-
-def missing_roots(ckpt: Checkpoint, gone: GoneShards) -> list[Finding]:
-    """A missing_shard finding per shard file named and not there, saying what the index placed
-    in it."""
-    out = []
-    for name in ckpt.missing:
-        if ckpt.index is not None:
-            said = f"index names shard '{name}', which is not in {ckpt.label}"
-        elif name.endswith(".gguf"):
-            said = (f"part '{name}' of the split set is missing from {ckpt.label}; its names imply "
-                    f"{len(ckpt.shards) + len(ckpt.missing)} parts")
-        else:
-            said = f"the other shards' -of-N names imply shard '{name}', which is not in {ckpt.label}"
-        out.append(gone.root(name, said))
+        out += GoneShards(ckpt).missing_roots()
     return out
 
 
@@ -68,7 +51,7 @@ def absence(ckpt: Checkpoint) -> Callable[[str], str | None]:
     on the first name asked about."""
     if not (ckpt.missing or ckpt.unsafe or any(s.header is None for s in ckpt.shards)):
         return lambda canonical: None
-    from hccli.checkpoint.verify.causes import GoneShards
+    from hccli.checkpoint.verify.facts import GoneShards
 
     gone = GoneShards(ckpt)
 
@@ -108,7 +91,8 @@ def config_clash(ckpt: Checkpoint) -> list[Difference]:
 
     if fits(ckpt):
         return []
-    from hccli.checkpoint.verify.causes import GoneShards, mismatch_differences
+    from hccli.checkpoint.verify.causes import mismatch_differences
+    from hccli.checkpoint.verify.facts import GoneShards
 
     return mismatch_differences(ckpt, GoneShards(ckpt))
 
