@@ -20,6 +20,7 @@ from __future__ import annotations
 from itertools import chain, repeat
 from operator import contains
 
+from hccli.base.words import plural
 from hccli.names import dialects as D
 from hccli.base.bounded import one_line
 from hccli.checkpoint import hc as H
@@ -82,12 +83,12 @@ class GoneShards:
             if hn.site not in sites:
                 sites.append(hn.site)
         if not owners:
-            return f"; the index places {len(names):,} tensors there, none of them HC"
+            return f"; the index places {plural(len(names), 'tensor')} there, none of them HC"
         order = sorted(owners, key=lambda o: (o == "head", o.split(".")[0], int(o.split(".")[-1]) if "." in o else 0))
         shown = ", ".join(f"{o} ({', '.join(owners[o])})" if o != "head" else o for o in order[:OWNERS_NAMED])
         rest = f" and {len(order) - OWNERS_NAMED:,} more" if len(order) > OWNERS_NAMED else ""
         sites = sum(map(len, owners.values()))
-        return f"; the index places {len(names):,} tensors there, those of {sites:,} HC sites among them: {shown}{rest}"
+        return f"; the index places {plural(len(names), 'tensor')} there, those of {plural(sites, 'HC site')} among them: {shown}{rest}"
 
     def file_of(self, canonical: str | None) -> str | None:
         """The gone shard a tensor (canonical name) was in, else None; without an index, the one

@@ -15,6 +15,7 @@ from operator import and_, attrgetter, itemgetter, ne
 from pathlib import PurePosixPath
 from typing import Any, NamedTuple
 
+from hccli.base.words import noun_for, plural
 from hccli.names import dialects as D
 from hccli.base.bounded import one_line
 from hccli.checkpoint.verify import agree
@@ -374,6 +375,6 @@ def _inventory_findings(ckpt: Checkpoint, inventory: Any, dialect: str, gone: Go
         lambda n: f"'{shown(n)}' is {have[n][1].dtype}; the config implies {inv[n].dtype}",
         lambda n: inv[n].exact)
     if unmapped:
-        out.append(finding("unmapped_tensor", f"{len(unmapped):,} tensors whose names the {dialect} layout does not "
+        out.append(finding("unmapped_tensor", f"{plural(len(unmapped), 'tensor')} whose {noun_for(len(unmapped), 'name')} the {dialect} layout does not "
                       f"define (first: '{unmapped[0]}')"))
     return left_out + out

@@ -6,12 +6,13 @@ from typing import Any, Iterator
 
 from rich.table import Table
 
+from hccli.base.words import plural
 from hccli.cli.output import markup, safe
 from hccli.port.check import PortReport
 
 
 def renderables(r: PortReport) -> Iterator[Any]:
-    yield markup(f"port {safe(r.port)} against golden {safe(r.golden)} ({r.family}, {r.sites} sites): "
+    yield markup(f"port {safe(r.port)} against golden {safe(r.golden)} ({r.family}, {plural(r.sites, 'site')}): "
                  f"steps given: {', '.join(r.steps_given)}")
     t = Table(show_edge=False)
     for name in ("step", "sites", "max |diff|", "differing", "beyond float32", "worst / envelope", "first departs"):
