@@ -28,5 +28,5 @@ def renderables(r: PortReport) -> Iterator[Any]:
         yield markup(f"  {safe(e.text)}: {safe('; '.join(e.reports))}")
     if r.ignored:
         shown = ", ".join(r.ignored[:5]) + (" ..." if len(r.ignored) > 5 else "")
-        yield markup(f"[yellow]note[/]: {len(r.ignored)} tensor(s) of the port are no golden step, passed over: "
+        yield markup(f"[yellow]note[/]: {plural(len(r.ignored), 'tensor')} of the port {'is' if len(r.ignored) == 1 else 'are'} no golden step, passed over: "
                      f"{safe(shown)}")

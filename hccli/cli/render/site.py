@@ -29,7 +29,7 @@ def renderables(r: SiteRunReport) -> Iterator[Any]:
     yield markup(f"streams: {safe(r.streams)}, {r.streams_dtype}; sub-layer output: {safe(r.sublayer)}")
     yield markup(f"ran: {safe(r.impl)}; projection in {r.precision}")
     drift = any(s.drift for s in r.sites)
-    t = Table(show_edge=False, title=f"{len(r.sites)} site(s), token 0's pre, post and comb; streams' RMS "
+    t = Table(show_edge=False, title=f"{plural(len(r.sites), 'site')}, token 0's pre, post and comb; streams' RMS "
               "over all tokens", title_justify="left")
     for name in ("site", "name", "pre", "post", "RMS in", "RMS out", "h RMS") + (
             ("drift pre", "post", "comb", "h") if drift else ()):
