@@ -56,3 +56,18 @@ def size(nbytes: int | float) -> str:
     if abs(nbytes) < 1e3:
         return plural(int(nbytes), "byte")
     return _scaled(float(nbytes), _UNITS, " ")
+
+
+def close_names(given: str, candidates, n: int = 3) -> list[str]:
+    """Up to n of the candidates closest to what was given (difflib's ratio, 0.6 and up), for an
+    empty selection's "close names: ..."; [] when none is close."""
+    import difflib  # only when a selection came up empty
+
+    return difflib.get_close_matches(given, list(dict.fromkeys(candidates)), n=n)
+
+
+def listed(items, n: int = 3, quote: bool = True) -> str:
+    """Up to n items, quoted, and how many more: "'a', 'b', 'c' and 4 more"."""
+    items = list(items)
+    shown = ", ".join(repr(i) if quote else str(i) for i in items[:n])
+    return shown + (f" and {len(items) - n:,} more" if len(items) > n else "")

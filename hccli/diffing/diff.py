@@ -32,6 +32,7 @@ from hccli.diffing.select import (Advance, Meter, Selection, check_selection, hc
 from hccli.base.errors import HcError
 from hccli.checkpoint.view import HcTensor, HcView, component_of, read_both
 from hccli.diffing.inventory import Changed, DiffComponentRow, HcCounts, compare_inventory, hc_counts
+from hccli.model.layers import no_site_matches
 from hccli.model.shape import differences
 from hccli.ops.compare import gaps, same_bits
 from hccli.base.vocab import HC_PARTS, SITE_ORDER
@@ -303,7 +304,9 @@ def build_diff(a: HcView, b: HcView, *, atol: float = 0.0, rtol: float = 0.0, to
     rows = compare_hc(a, b, atol=atol, rtol=rtol, tokens=tokens, seed=seed, advance=advance, selection=selection)
     if not rows:
         why = " (this family has no head mix)" if sites and "head" in sites and not head_mix else ""
-        raise HcError(f"{selection.describe()}: A and B hold no hyper-connection tensor there to compare{why}")
+        raise HcError(no_site_matches("A and B", ((t.hc.layer(n_layers, n_stages), t.hc.site)
+                                                  for v in (a, b) for t in v.hc.values()),
+                                      selection.layers, selection.sites, "HC tensor") + why)
     values = compare_values(a, b, atol=atol, rtol=rtol, advance=advance, selection=selection) \
         if values_all else None
     differ = {r.name for r in rows if r.status == DIFFERS} | {v.name for v in values or () if v.status == DIFFERS}

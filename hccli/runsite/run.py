@@ -117,11 +117,10 @@ def _select(model: SiteModel, req: RunRequest) -> Callable[[SiteRef], bool]:
     def wanted(r: SiteRef) -> bool:
         return (req.layers is None or r.layer in req.layers) and (req.sites is None or r.site in req.sites)
     if not any(wanted(r) for r in model.plan):
-        from hccli.model.layers import format_ranges
+        from hccli.model.layers import no_site_matches
 
-        have = format_ranges(sorted({r.layer for r in model.plan}))
-        raise HcError(f"{model.label}: no site matches the --layers/--site given; its sites are at layers {have} "
-                      f"({', '.join(dict.fromkeys(r.site for r in model.plan))})")
+        raise HcError(no_site_matches(model.label, ((r.layer, r.site) for r in model.plan), req.layers, req.sites,
+                                      "site"))
     return wanted
 
 

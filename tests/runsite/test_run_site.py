@@ -88,7 +88,7 @@ def test_a_config_gives_sample_values(hc):
                "--json").json()
     assert again["sites"] == doc["sites"]
     r = hc("run-site", str(SAMPLES / "tiny-v4.1.json"), "--layers", "99")
-    assert r.exit_code == 2 and "no site matches" in r.stderr
+    assert r.exit_code == 2 and "--layers 99 matches no site: they are at layers 0-10" in r.stderr
 
 
 def test_streams_from_a_file(hc, ckpts, tmp_path):
