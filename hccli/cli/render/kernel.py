@@ -57,8 +57,9 @@ def renderables(r: RunResult, *, limit: int = 4, saved: Path | None = None) -> I
     bad = r.input.nonfinite_tokens
     if bad:
         shown = ", ".join(str(i) for i in bad[:10]) + (" ..." if len(bad) > 10 else "")
-        yield markup(f"[yellow]{plural(len(bad), 'token')} with NaN/Inf in their mixes[/]: {shown} "
-                               "(run anyway; their outputs are not finite)")
+        its = "its" if len(bad) == 1 else "their"
+        yield markup(f"[yellow]{plural(len(bad), 'token')} with NaN/Inf in {its} mixes[/]: {shown} "
+                     f"(run anyway; {its} outputs are not finite)")
     if saved is not None:
         yield markup(f"saved inputs and outputs to {safe(str(saved))}")
 
