@@ -14,6 +14,7 @@ import threading
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
+from hccli.base.words import plural
 from hccli.base.bounded import one_line
 from hccli.checkpoint.verify.config_fit import fits
 from hccli.checkpoint.hc import detect, find_sites
@@ -184,7 +185,7 @@ def _plan(index: Index | None, present: Callable[[str], bool], others: list[str]
 
 def _finish(where: str, shards: list[Shard], unsafe: list[str], missing: list[str]) -> None:
     if not shards:
-        raise HcError(f"{where}: the index names {len(missing) + len(unsafe)} shard files and none "
+        raise HcError(f"{where}: the index names {plural(len(missing) + len(unsafe), 'shard file')} and none "
                       "of them is here" + (f" (first: {one_line(missing[0], 80)})" if missing else ""))
     if not any(s.header is not None for s in shards):
         first = shards[0]

@@ -18,8 +18,8 @@ same bits: +0.0 against -0.0 is within any tolerance, not equal. Nothing here pr
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Collection, Iterator
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar, Iterator
 
 import numpy as np
 
@@ -30,8 +30,9 @@ from hccli.diffing.effect import Effect, sample_hidden, sample_tokens, site_effe
 from hccli.diffing.select import (Advance, DiffRequest, Meter, Selection,
                                   check_selection, hc_bytes, no_advance, numbering, shared_others, site_groups)
 from hccli.base.errors import HcError
-from hccli.checkpoint.view import HcTensor, HcView, OtherTensor, component_of, read_both
-from hccli.model.inventory_types import COMPONENTS
+from hccli.checkpoint.view import HcTensor, HcView, component_of, read_both
+from hccli.diffing.inventory import Changed, DiffComponentRow, HcCounts, compare_inventory, hc_counts
+from hccli.model.layers import no_site_matches
 from hccli.model.shape import differences
 from hccli.ops.compare import gaps, same_bits
 from hccli.base.vocab import HC_PARTS, SITE_ORDER
@@ -71,30 +72,6 @@ class DiffSiteRow:
 
 
 @dataclass(frozen=True)
-class Changed:
-    name: str
-    component: str
-    dtype_a: str
-    dtype_b: str
-    shape_a: tuple[int, ...]
-    shape_b: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class DiffComponentRow:
-    component: str
-    tensors_a: int
-    tensors_b: int
-    only_in_a: int
-    only_in_b: int
-    changed: int  # in both, with another dtype or shape, or values compared that differ
-    bytes_a: int
-    bytes_b: int
-    params_a: int
-    params_b: int
-
-
-@dataclass(frozen=True)
 class ValueRow:
     name: str
     component: str
@@ -131,7 +108,7 @@ class DiffReport:
     findings_a: tuple[Any, ...] = ()  # what opening found wrong with each side (checkpoint/verify/damage.py)
     findings_b: tuple[Any, ...] = ()
 
-    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("hc_ok", "not_kept", "exit_code")
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("hc_ok", "hc_counts", "not_kept", "exit_code")
 
     @property
     def hc_ok(self) -> bool:
@@ -141,6 +118,11 @@ class DiffReport:
     def hc_compared(self) -> int:
         """HC tensors compared: those a side's dialect cannot hold are not."""
         return sum(r.status != NOT_IN_DIALECT for r in self.sites)
+
+    @property
+    def hc_counts(self) -> HcCounts:
+        """The HC tensors compared, by outcome and by the inventory table's component."""
+        return hc_counts(self.sites, EQUAL, WITHIN, NOT_IN_DIALECT)
 
     @property
     def not_kept(self) -> int:
@@ -239,59 +221,6 @@ def sort_rows(rows: list[DiffSiteRow]) -> list[DiffSiteRow]:
     return sorted(rows, key=key)
 
 
-# --- the rest of the inventory -------------------------------------------------------------
-
-def _inventory(v: HcView) -> dict[str, OtherTensor]:
-    """canonical name -> its record, HC tensors included."""
-    out = {t.canonical: OtherTensor(t.canonical, t.stored_name, t.dtype, t.shape, t.nbytes, math.prod(t.shape))
-           for t in v.hc.values()}
-    out.update(zip([t.name for t in v.others], v.others))
-    return out
-
-
-def compare_inventory(a: HcView, b: HcView, differ: Collection[str] = ()):
-    """Names only in A or B, dtype or shape changes, and per component the tensors changed:
-    another dtype or shape, or values that were compared and differ (`differ`)."""
-    ia, ib = _inventory(a), _inventory(b)
-    only_a = tuple(n for n in ia if n not in ib)
-    only_b = tuple(n for n in ib if n not in ia)
-    comp = {n: component_of(n) for n in (*ia, *only_b)}
-    changed = tuple(Changed(n, comp[n], x.dtype, y.dtype, x.shape, y.shape)
-                    for n, x in ia.items() if (y := ib.get(n)) is not None and x[2:4] != y[2:4])
-    acc: dict[str, _InventoryTally] = {}
-    for side, inv, only in ((0, ia, set(only_a)), (1, ib, set(only_b))):
-        for n, x in inv.items():
-            c = acc.get(comp[n]) or acc.setdefault(comp[n], _InventoryTally())
-            c.tensors[side] += 1
-            c.bytes[side] += x.nbytes
-            c.params[side] += x.logical_params
-        for n in only:
-            acc[comp[n]].only_in[side] += 1
-    for n in {ch.name for ch in changed} | {n for n in differ if n in ia and n in ib}:
-        acc[comp[n]].changed += 1
-    order = {c: i for i, c in enumerate((*COMPONENTS, "other"))}
-    comps = tuple(t.row(c) for c, t in sorted(acc.items(), key=lambda kv: order[kv[0]]))
-    return only_a, only_b, changed, comps
-
-
-def _pair() -> list[int]:
-    return [0, 0]
-
-
-@dataclass(slots=True)
-class _InventoryTally:
-    """One component's DiffComponentRow as compare_inventory gathers it: [A, B] where each side has its own."""
-
-    tensors: list[int] = field(default_factory=_pair)
-    only_in: list[int] = field(default_factory=_pair)
-    changed: int = 0
-    bytes: list[int] = field(default_factory=_pair)
-    params: list[int] = field(default_factory=_pair)
-
-    def row(self, component: str) -> DiffComponentRow:
-        return DiffComponentRow(component, *self.tensors, *self.only_in, self.changed, *self.bytes, *self.params)
-
-
 def _paired(ita: Iterator[np.ndarray], itb: Iterator[np.ndarray]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Two chunk streams of one element sequence, re-cut into pieces of equal length."""
     xa: np.ndarray | None = np.empty(0)
@@ -370,7 +299,9 @@ def build_diff(a: HcView, b: HcView, request: DiffRequest = DiffRequest(), *,
     rows = compare_hc(a, b, atol=atol, rtol=rtol, tokens=tokens, seed=seed, advance=advance, selection=selection)
     if not rows:
         why = " (this family has no head mix)" if sites and "head" in sites and not head_mix else ""
-        raise HcError(f"{selection.describe()}: A and B hold no hyper-connection tensor there to compare{why}")
+        raise HcError(no_site_matches("A and B", ((t.hc.layer(n_layers, n_stages), t.hc.site)
+                                                  for v in (a, b) for t in v.hc.values()),
+                                      selection.layers, selection.sites, "HC tensor") + why)
     values = compare_values(a, b, atol=atol, rtol=rtol, advance=advance, selection=selection) \
         if request.values_all else None
     differ = {r.name for r in rows if r.status == DIFFERS} | {v.name for v in values or () if v.status == DIFFERS}

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hccli.base.words import plural
 from hccli.checkpoint.hc import is_gguf, op_settings, read_base_scale_lists, site_hc
 from hccli.checkpoint.shardset import Checkpoint, HcSiteTensors
 from hccli.ops.split_f32 import head_pre_zero, split_sinkhorn_zero, supports
@@ -80,7 +81,7 @@ def read_hc_entries(ckpt: Checkpoint, sites: list[HcSiteTensors]) -> tuple[list[
         n_values += mix_width(site_hc(s)) if s.site != "head" else site_hc(s)
         held += n_values <= MAX_INSPECT_VALUES
     if held < len(usable):
-        notes.append(f"{ckpt.label}: {len(usable) - held:,} of {len(usable):,} HC sites left out: their bases "
+        notes.append(f"{ckpt.label}: {len(usable) - held:,} of {plural(len(usable), 'HC site')} left out: their bases "
                      f"hold {n_values:,} values in all, past the {MAX_INSPECT_VALUES:,} one inspect reads (--hc --layers "
                      "picks the sites to show)")
         usable = usable[:held]

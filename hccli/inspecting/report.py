@@ -162,6 +162,51 @@ def _head_mix(ckpt: Checkpoint) -> bool:
     return any(s.site == "head" and not s.is_stage for s in ckpt.hc_sites)
 
 
+def _nothing_selected(ckpt: Checkpoint, tensors, name_glob: str | None, dtype: str | None,
+                      layers: Collection[int] | None, layer_of: Callable[[str], int | None]) -> HcError:
+    """What a tensor selection that matched nothing was matched against, and what is near: the
+    option that matched nothing alone, or, each matching some, that they match none together."""
+    from hccli.base.words import close_names, listed, plural
+    from hccli.model.layers import format_ranges
+
+    names = list(tensors)
+    example = next((n for n in names if "hc_" in n), names[0] if names else "")
+    where = f"{ckpt.label}: "
+    alone = []
+    if name_glob:
+        hits = sum(fnmatch.fnmatchcase(n, name_glob) for n in names)
+        if not hits:
+            rule = (f"--name {name_glob!r} matches no tensor: it is a glob ('*', '?', '[...]') over whole tensor "
+                    f"names as this checkpoint stores them ({ckpt.dialect.dialect}, e.g. {example!r})" if names else
+                    f"--name {name_glob!r} matches no tensor: this checkpoint holds none")
+            if names and not any(c in name_glob for c in "*?["):
+                for wider in (f"{name_glob}*", f"*{name_glob}*"):
+                    n = sum(fnmatch.fnmatchcase(x, wider) for x in names)
+                    if n:
+                        return HcError(f"{where}{rule}; {wider!r} matches {plural(n, 'tensor')}")
+            close = close_names(name_glob, names)
+            return HcError(where + rule + (f"; close names: {listed(close, quote=True)}" if close else ""))
+        alone.append(f"--name matches {hits:,}")
+    if dtype:
+        hits = sum(t.dtype == dtype for _, t in tensors.values())
+        if not hits:
+            stored = sorted({t.dtype for _, t in tensors.values()})
+            return HcError(f"{where}--dtype {dtype} matches no tensor: this checkpoint stores "
+                           f"{listed(stored, n=len(stored), quote=False) or 'no tensor'}")
+        alone.append(f"--dtype {hits:,}")
+    if layers is not None:
+        held = [layer_of(n) for n in names]
+        hits = sum(x in layers for x in held)
+        if not hits:
+            have = sorted({x for x in held if x is not None})
+            return HcError(f"{where}--layers {format_ranges(sorted(layers))} matches no tensor: tensors are under "
+                           f"layers {format_ranges(have) if have else '(none)'}")
+        alone.append(f"--layers {hits:,}")
+    options = [a.split(" ")[0] for a in alone]
+    return HcError(f"{where}no tensor matches {', '.join(options[:-1])} and {options[-1]} together "
+                   f"(alone: {', '.join(alone)})")
+
+
 @dataclass(frozen=True)
 class InspectRequest:
     """What `hc inspect` is asked beside the checkpoint: `layers` selects tensors to list and
@@ -211,6 +256,9 @@ def build_inspect(path: str | Path, request: InspectRequest = InspectRequest(), 
             if layers is not None and _layer_of(canonical(name), n_layers) not in layers:
                 continue
             rows.append(TensorRow(name, t.dtype, t.shape, t.nbytes, shard.file, t.abs_begin))
+        if not rows and (request.name_glob or layers is not None or request.dtype):
+            raise _nothing_selected(ckpt, tensors, request.name_glob, request.dtype, layers,
+                                    lambda n: _layer_of(canonical(n), n_layers))
     sites = list(ckpt.hc_sites)
     if hc_layers is not None:
         have = sorted({s.layer for s in sites})

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from hccli.base.words import plural
 from hccli.base.bounded import one_line
 from hccli.checkpoint.hc import value_chunks
 from hccli.checkpoint.shardset import Checkpoint, HcSiteTensors
@@ -84,7 +85,7 @@ def hc_stats(ckpt: Checkpoint, sites: list[HcSiteTensors], progress: Callable[[i
         total += t[3].nbytes
     if len(kept) < len(tensors):
         claimed = sum(t[3].nbytes for t in tensors)
-        notes.append(f"{ckpt.label}: statistics of {len(tensors) - len(kept):,} of {len(tensors):,} HC tensors left "
+        notes.append(f"{ckpt.label}: statistics of {len(tensors) - len(kept):,} of {plural(len(tensors), 'HC tensor')} left "
                      f"out: they hold {claimed:,} bytes in all, past the {MAX_STATS_BYTES:,} one --stats reads "
                      "(--layers picks the sites)")
     out, before, undecoded = [], 0, []  # before: bytes of the tensors finished
@@ -105,6 +106,6 @@ def hc_stats(ckpt: Checkpoint, sites: list[HcSiteTensors], progress: Callable[[i
                                    m.lo, m.hi, m.mean if m.n else None, std))
         before += info.nbytes
     if undecoded:
-        notes.append(f"{ckpt.label}: no statistics of {len(undecoded):,} HC tensors whose type is decoded nowhere "
+        notes.append(f"{ckpt.label}: no statistics of {plural(len(undecoded), 'HC tensor')} whose type is decoded nowhere "
                      f"here: {', '.join(undecoded[:5])}{' ...' if len(undecoded) > 5 else ''}")
     return out, notes

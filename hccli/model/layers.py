@@ -104,6 +104,27 @@ def format_ranges(xs) -> str:
     return ",".join(out)
 
 
+def no_site_matches(where: str, held, layers, sites, what: str = "HC site") -> str:
+    """The one line of a --layers/--site selection that kept no site (diff, run-site): which option
+    matched nothing alone, and what there is; or, each keeping some, that they keep none together.
+    held: the (layer, site) pairs there are; layers, sites: the selection (None: every one)."""
+    held = sorted(set(held))
+    all_layers = format_ranges({layer for layer, _ in held}) or "none"
+    all_sites = ", ".join(dict.fromkeys(site for _, site in held)) or "none"
+    at_layers = [p for p in held if layers is None or p[0] in layers]
+    of_sites = [p for p in held if sites is None or p[1] in sites]
+    asked_l = f"--layers {format_ranges(layers)}" if layers is not None else ""
+    asked_s = f"--site {','.join(sorted(sites))}" if sites is not None else ""
+    if layers is not None and not at_layers:
+        return f"{where}: {asked_l} matches no {what}: they are at layers {all_layers}"
+    if sites is not None and not of_sites:
+        return f"{where}: {asked_s} matches no {what}: the sites there are {all_sites}"
+    here = ", ".join(dict.fromkeys(s for _, s in at_layers))
+    there = format_ranges({layer for layer, _ in of_sites})
+    return (f"{where}: {asked_l} and {asked_s} match no {what} together: there, the sites are {here}; "
+            f"the {asked_s.split(' ', 1)[1]} sites are at layers {there}")
+
+
 @dataclass(frozen=True, slots=True)
 class LayerSpec:
     """Layers as a user wrote them (`3-7,mtp.0,head`), before a model says what they number:

@@ -131,11 +131,10 @@ def _select(model: SiteModel, req: RunRequest) -> Callable[[SiteRef], bool]:
         at = r.layer if r.has_params or r.stack == "stages" else model.n_layers - 1
         return (layers is None or at in layers) and (req.sites is None or r.site in req.sites)
     if not any(wanted(r) for r in model.plan):
-        from hccli.model.layers import format_ranges
+        from hccli.model.layers import no_site_matches
 
-        have = format_ranges(sorted({r.layer for r in model.plan if r.has_params}))
-        raise HcError(f"{model.label}: no site matches the --layers/--site given; its sites are at layers {have} "
-                      f"({', '.join(dict.fromkeys(r.site for r in model.plan if r.has_params))})")
+        raise HcError(no_site_matches(model.label, ((r.layer, r.site) for r in model.plan if r.has_params), layers,
+                                      req.sites, "site"))
     return wanted
 
 

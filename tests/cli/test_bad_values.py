@@ -28,6 +28,7 @@ TEXT_BAD = {
     "--checkpoint": ["{missing}"],
     "--sublayer": ["{missing}"],
     "--impl": ["nosuch"],
+    "--accept": ["nosuch"],  # a variant check-port does not know
 }
 # Text options with no bad value: every string is one.
 TEXT_FREE = {"--name": "a glob: any text is one (an empty selection is said, not refused)"}

@@ -100,7 +100,6 @@ def test_hc_layer_detail(tiny_ckpt):
     (["--name", "*.hc_attn_base"], 10, lambda r: r["name"].endswith(".hc_attn_base")),
     (["--name", "layers.3.*", "--dtype", "f32"], 9, lambda r: r["dtype"] == "F32" and r["name"].startswith("layers.3.")),
     (["--layers", "2-3", "--name", "*.hc_*"], 12, lambda r: r["name"].split(".")[1] in ("2", "3")),
-    (["--dtype", "I64"], 0, None),
 ])
 def test_tensor_filters(tiny_ckpt, args, count, check):
     rows = run_hc("inspect", tiny_ckpt, *args, "--json").json()["tensor_list"]

@@ -115,7 +115,7 @@ def test_nan_tokens_are_flagged_not_fatal(tmp_path):
     m[1, 5] = np.nan
     np.save(tmp_path / "m.npy", m)
     r = run_hc("run-kernel", "--mixes", tmp_path / "m.npy")
-    assert r.exit_code == 0 and "1 token(s) with NaN/Inf" in r.stdout
+    assert r.exit_code == 0 and "1 token with NaN/Inf in its mixes" in r.stdout
     doc = run_hc("run-kernel", "--mixes", tmp_path / "m.npy", "--json").json()
     assert doc["nonfinite_tokens"] == [1]
     assert np.isfinite(np.array(doc["comb"][0])).all()

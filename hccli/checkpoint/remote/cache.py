@@ -143,11 +143,12 @@ class ClearedRepo:
 @dataclass(frozen=True)
 class CacheCleared:
     root: str
-    removed: tuple[ClearedRepo, ...]
+    removed: tuple[ClearedRepo, ...]  # with dry_run: what would be removed
     entries: int
     bytes: int
     left_alone: tuple[str, ...]
     truncated: bool  # more entries than MAX_CACHE_ENTRIES were removed than counted
+    dry_run: bool = False  # nothing was removed: `removed` is the plan (`hc cache clear --dry-run`, or a "no")
 
 
 def _read_prefix(path: str, cap: int) -> bytes | None:
@@ -276,9 +277,14 @@ def list_cache() -> CacheListing:
                         walk.truncated)
 
 
-def clear_cache(repo: str | None = None) -> CacheCleared:
+def clear_cache(repo: str | None = None, *, dry_run: bool = False,
+                only: frozenset[str] | None = None) -> CacheCleared:
     """Remove every entry (repo None) or one repository's: only the folders hc made under the
-    cache root, each removed without following a link in it (a link is removed, not its target)."""
+    cache root, each removed without following a link in it (a link is removed, not its target).
+
+    dry_run: remove nothing, and say what would be removed (the plan a confirmation shows).
+    only: the folders of such a plan: what was confirmed is all that is removed, whatever
+    appeared in the cache since (a folder gone since is skipped)."""
     if not shutil.rmtree.avoids_symlink_attacks:  # pragma: no cover - every platform hc runs on has it
         raise HcError("this platform's shutil.rmtree may follow links; remove the cache folder by hand")
     root = cache_root().absolute()
@@ -286,6 +292,8 @@ def clear_cache(repo: str | None = None) -> CacheCleared:
     folders, foreign = walk.repo_folders()
     removed = []
     for folder in folders:
+        if only is not None and folder.name not in only:
+            continue
         rows, _, other = walk.folder(folder)
         names = tuple(sorted({r for r, _, _ in rows}))
         if repo is not None and repo not in names:
@@ -293,8 +301,9 @@ def clear_cache(repo: str | None = None) -> CacheCleared:
         path = os.path.join(root, folder.name)
         if os.path.dirname(os.path.normpath(path)) != os.path.normpath(root):
             raise HcError(f"cache path {path} would leave the cache root {root}")  # pragma: no cover
-        shutil.rmtree(path)
+        if not dry_run:
+            shutil.rmtree(path)
         removed.append(ClearedRepo(names, folder.name, sum(n for n, _ in rows.values()) + other[0],
                                    sum(b for _, b in rows.values()) + other[1]))
     return CacheCleared(str(root), tuple(removed), sum(r.entries for r in removed), sum(r.bytes for r in removed),
-                        tuple(foreign), walk.truncated)
+                        tuple(foreign), walk.truncated, dry_run)

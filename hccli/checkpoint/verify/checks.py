@@ -19,6 +19,7 @@ from operator import and_, attrgetter, itemgetter, ne
 from pathlib import PurePosixPath
 from typing import Any
 
+from hccli.base.words import noun_for, plural
 from hccli.names import dialects as D
 from hccli.base.bounded import one_line
 from hccli.checkpoint.verify.causes import grouped
@@ -278,6 +279,6 @@ def _inventory_findings(facts: Facts) -> list[Finding]:
         lambda n: f"'{shown(n)}' is {have[n][1].dtype}; the config implies {inv[n].dtype}",
         lambda n: inv[n].exact)
     if unmapped:
-        out.append(finding("unmapped_tensor", f"{len(unmapped):,} tensors whose names the {dialect} layout does not "
+        out.append(finding("unmapped_tensor", f"{plural(len(unmapped), 'tensor')} whose {noun_for(len(unmapped), 'name')} the {dialect} layout does not "
                       f"define (first: '{unmapped[0]}')"))
     return left_out + out

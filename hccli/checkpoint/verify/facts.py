@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 from hccli.base.bounded import one_line
 from hccli.base.errors import HcError
 from hccli.base.vocab import HC_PARTS
+from hccli.base.words import plural
 from hccli.checkpoint.hc import MAX_MIX_BYTES, count_nonfinite, gguf_model, is_gguf, second_spellings
 from hccli.checkpoint.shardset import Checkpoint
 from hccli.checkpoint.verify import agree
@@ -101,12 +102,13 @@ class GoneShards:
             if hn.site not in sites:
                 sites.append(hn.site)
         if not owners:
-            return f"; the index places {len(names):,} tensors there, none of them HC"
+            return f"; the index places {plural(len(names), 'tensor')} there, none of them HC"
         order = sorted(owners, key=lambda o: (o == "head", o.split(".")[0], int(o.split(".")[-1]) if "." in o else 0))
         shown = ", ".join(f"{o} ({', '.join(owners[o])})" if o != "head" else o for o in order[:OWNERS_NAMED])
         rest = f" and {len(order) - OWNERS_NAMED:,} more" if len(order) > OWNERS_NAMED else ""
         sites = sum(map(len, owners.values()))
-        return f"; the index places {len(names):,} tensors there, those of {sites:,} HC sites among them: {shown}{rest}"
+        return (f"; the index places {plural(len(names), 'tensor')} there, those of {plural(sites, 'HC site')} among them: "
+                f"{shown}{rest}")
 
     def file_of(self, canonical: str | None) -> str | None:
         """The gone shard a tensor (canonical name) was in, else None; without an index, the one

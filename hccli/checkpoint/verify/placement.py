@@ -15,6 +15,7 @@ from math import prod
 from operator import attrgetter, gt, lt, mul
 from pathlib import PurePosixPath
 
+from hccli.base.words import plural
 from hccli.checkpoint.verify import agree
 from hccli.checkpoint.verify.findings import Finding, finding
 from hccli.checkpoint.safetensors.header_types import ColumnHeader
@@ -159,7 +160,7 @@ def placement_findings(ckpt: Checkpoint, inv, at: list[int] | None) -> list[Find
         example = f", e.g. '{n}' in {have[n][0].file}, published in {published[n]}" if n else ""
         out.append(finding(CODE,
             f"{ckpt.label}: the shards differ from the published {release.name} layout "
-            f"({len(ckpt.shards)} shards, published {release.shards}; {len(moved):,} tensors in another shard"
+            f"({plural(len(ckpt.shards), 'shard')}, published {release.shards}; {plural(len(moved), 'tensor')} in another shard"
             f"{example}); a re-sharded copy is legal, but its files are not the release's"))
     by_file = {_base(s.file): s for s in ckpt.readable()}
     for plan in plans:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from typing import Any, NamedTuple
 
+from hccli.base.words import noun_for, plural
 from hccli.model.config import quant as Q
 from hccli.names import ct as dialect_ct, mlx as dialect_mlx
 from hccli.names import dialects as D
@@ -249,8 +250,8 @@ def drop_messages(inventory: Any, dialect: str, config: Any) -> list[str]:
     out = []
     for kind, n in left_out(inventory).items():
         what, why = _DROPS[kind]
-        out.append(f"{producer} leaves out {what} ({why[key]}): {n:,} tensors of the config's inventory "
-                   f"are not here, by design")
+        out.append(f"{producer} leaves out {what} ({why[key]}): {plural(n, 'tensor')} of the config's inventory "
+                   f"{'is' if n == 1 else 'are'} not here, by design")
     if dialect == D.MLX_LM and config.vision is None and config.family == "v4.1":
         out.append("mlx-lm leaves out the vision tower, and its save_config removes vision_config: whether the "
                    "source had one is not recorded here (--config with the source's config.json lists it)")
@@ -317,7 +318,7 @@ def findings(ckpt: Any, inventory: Any, dialect: str) -> list[tuple[str, str, bo
         out.append(("unexpected_tensor", f"'{first.stored}' ({name}) in {first.shard.file} is not implied by the "
                     "config", all_exact))
     if unmapped:
-        out.append(("unmapped_tensor", f"{len(unmapped):,} tensors whose names {producer} does not write for this "
+        out.append(("unmapped_tensor", f"{plural(len(unmapped), 'tensor')} whose {noun_for(len(unmapped), 'name')} {producer} does not write for this "
                     f"model (first: '{unmapped[0]}')", True))
     return out
 

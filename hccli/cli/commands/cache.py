@@ -15,7 +15,9 @@ EPILOG = """Examples:
 
   hc cache clear deepseek-ai/DeepSeek-V4-Flash   # one repository's entries
 
-  hc cache clear                                 # everything hc cached
+  hc cache clear --dry-run                       # what would be removed, and its size
+
+  hc cache clear --yes                           # everything hc cached, without asking
 """
 
 cache_app = HcTyper(
@@ -37,22 +39,36 @@ def list_cmd(json_out: JsonOpt = False) -> None:
     emit(listing, json_out, lambda: render_cache.listing(listing))
 
 
+def stdin_is_terminal() -> bool:
+    """Whether a person can answer the confirmation (tests stand in for one here)."""
+    import sys
+
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
 @cache_app.command("clear", epilog=EPILOG)
 def clear_cmd(
     repo: Annotated[Optional[str], typer.Argument(
         metavar="REPO", show_default=False,
         help="Only this repository's entries, org/name or hf://org/name (default: every entry).")] = None,
+    yes: Annotated[bool, typer.Option("--yes", "-y", help="Remove without asking.")] = False,
+    dry_run: Annotated[bool, typer.Option(
+        "--dry-run", help="Say what would be removed, and its size; remove nothing.")] = False,
     json_out: JsonOpt = False,
 ) -> None:
-    """Remove cached entries and say what was removed; asks nothing.
+    """Remove cached entries, after saying what and asking (--yes: without asking).
 
-    Only the folders hc made under the cache root are removed, never through a link;
-    anything else found there is left alone and named.
+    Without a terminal to ask on, it removes nothing unless --yes is given. Only the
+    folders hc made under the cache root are removed, never through a link; anything else
+    found there is left alone and named.
     """
+    import dataclasses
+
     from hccli.checkpoint.remote.cache import clear_cache
     from hccli.cli.render import cache as render_cache
-    from hccli.cli.output import emit
+    from hccli.cli.output import emit, note
     from hccli.base.errors import HcError
+    from hccli.base.words import plural, size
 
     repo_id = None
     if repo is not None:
@@ -64,5 +80,21 @@ def clear_cmd(
             raise HcError(f"{one_line(repo, 120)}: expected a hub repository org/name (or hf://org/name), "
                           "without a revision or subfolder: its entries of every commit are removed")
         repo_id = ref.repo_id
-    cleared = clear_cache(repo_id)
+    # what would go, measured first: a dry run ends here, a confirmation shows it
+    plan = clear_cache(repo_id, dry_run=True)
+    cleared = plan if dry_run or plan.removed else dataclasses.replace(plan, dry_run=False)  # nothing to do
+    if not dry_run and plan.removed:
+        what = f"{plural(plan.entries, 'entry')} ({size(plan.bytes)}) in {plan.root}"
+        if not yes and not stdin_is_terminal():
+            raise HcError(f"cache clear would remove {what}; no terminal to confirm on: "
+                          "pass --yes to remove, or --dry-run to list them")
+        if not yes:
+            if not json_out:
+                emit(plan, False, lambda: render_cache.cleared(plan, repo_id))
+            if not typer.confirm(f"Remove {what}?", default=False, err=True):
+                note("nothing removed")
+                if json_out:
+                    emit(plan, True, lambda: [])  # the plan, dry_run true: nothing was removed
+                return
+        cleared = clear_cache(repo_id, only=frozenset(r.folder for r in plan.removed))
     emit(cleared, json_out, lambda: render_cache.cleared(cleared, repo_id))

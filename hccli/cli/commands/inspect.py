@@ -92,6 +92,7 @@ def inspect_cmd(
         from hccli.cli.options import check_plot
 
         check_plot(plot, forbidden_dir=guard)  # before any work: nothing printed when refused
+    from hccli.base.words import plural
     from hccli.cli.output import damage_warnings, emit, note, progress_bar, safe
     from hccli.inspecting.report import InspectRequest, build_inspect
 
@@ -114,7 +115,7 @@ def inspect_cmd(
         for s in unreadable[:5]:
             note(f"[yellow]warning:[/] shard not read: {safe(s.error or s.file)}", wrap=False)  # it names a file
         if len(unreadable) > 5:
-            note(f"[yellow]warning:[/] ... and {len(unreadable) - 5} more shards not read (--verify lists all)")
+            note(f"[yellow]warning:[/] ... and {plural(len(unreadable) - 5, 'more shard')} not read (--verify lists all)")
     for line in report.notes:  # a GGUF split set not whole, HC values past inspect's bounds
         note(f"[yellow]warning:[/] {safe(line)}", wrap=False)  # one line each: it names a file
     doc = report.document() if json_out or plot is not None else None

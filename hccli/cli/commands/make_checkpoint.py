@@ -43,6 +43,7 @@ def make_checkpoint_cmd(
     files: a 510 GB V4.1-Flash takes a few MB of disk. OUTDIR appears whole or
     not at all (written beside it, then renamed into place).
     """
+    from hccli.base.words import plural
     from hccli.cli.output import emit, progress_bar
     from hccli.base.errors import HcError
     from hccli.checkpoint.synth import make_checkpoint
@@ -58,5 +59,5 @@ def make_checkpoint_cmd(
     with progress_bar("writing shards", enabled=not json_out) as tick:
         done = make_checkpoint(config, outdir, phantom=phantom, seed=seed, force=force, progress=tick)
     kind = "phantom (sparse) " if done.phantom else ""
-    emit(done, json_out, lambda: [f"wrote {kind}checkpoint {done.outdir}: {done.shards} shards, {done.tensors:,} "
-                                  f"tensors, {done.total_size:,} bytes of tensor data"])
+    emit(done, json_out, lambda: [f"wrote {kind}checkpoint {done.outdir}: {plural(done.shards, 'shard')}, "
+                                  f"{plural(done.tensors, 'tensor')}, {plural(done.total_size, 'byte')} of tensor data"])

@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from hccli.checkpoint.remote.cache import MAX_CACHE_ENTRIES, CacheCleared, CacheListing
+from hccli.base.words import plural, size
 from hccli.cli.output import plain, safe
 
 
@@ -33,20 +34,27 @@ def listing(c: CacheListing) -> list[Any]:
                       safe(f.file) if f.file else "(file listing)", f"{f.entries:,}", f"{f.bytes:,}")
         out.append(t)
     if c.unrecognised_entries:
-        out.append(Text(f"{c.unrecognised_entries:,} entries not recognised (damaged or unfinished): "
-                        f"{c.unrecognised_bytes:,} bytes"))
-    out.append(Text(f"total: {c.entries:,} entries, {c.bytes:,} bytes in {plain(c.root)}" if c.entries else
+        out.append(Text(f"{plural(c.unrecognised_entries, 'entry')} not recognised (damaged or unfinished): "
+                        f"{_bytes(c.unrecognised_bytes)}"))
+    out.append(Text(f"total: {plural(c.entries, 'entry')}, {_bytes(c.bytes)} in {plain(c.root)}" if c.entries else
                     f"the cache {plain(c.root)} holds no entries"))
     return [*out, *_left_alone(c.left_alone, c.root), *_truncated(c.truncated)]
 
 
+def _bytes(n: int) -> str:
+    """The exact count (what `--json` says, and `du -b`), and in the unit that reads best."""
+    return f"{n:,} bytes ({size(n)})" if n >= 1000 else plural(n, "byte")
+
+
 def cleared(c: CacheCleared, repo: str | None) -> list[Any]:
     out: list[Any] = []
+    verb = "would remove" if c.dry_run else "removed"
     for r in c.removed:
         names = ", ".join(plain(n) for n in r.repos) or "entries of no readable repository"
-        out.append(Text(f"removed {names}: {r.entries:,} entries, {r.bytes:,} bytes ({plain(c.root)}/{r.folder})"))
+        out.append(Text(f"{verb} {names}: {plural(r.entries, 'entry')}, {_bytes(r.bytes)} "
+                        f"({plain(c.root)}/{r.folder})"))
     if c.removed:
-        out.append(Text(f"removed {c.entries:,} entries, {c.bytes:,} bytes in all"))
+        out.append(Text(f"{verb} {plural(c.entries, 'entry')}, {_bytes(c.bytes)} in all"))
     else:
         what = f"no entries of {plain(repo)}" if repo else "no entries"
         out.append(Text(f"nothing to remove: {what} in {plain(c.root)}"))

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 from rich.text import Text  # rich.console loads it anyway
 
 from hccli.counting.sites import HC_TITLES
+from hccli.base.words import noun_for, plural, short, size
 from hccli.cli.output import markup, safe
 from hccli.counting.report import CountReport
 
@@ -58,8 +59,7 @@ def _n(x: int) -> str:
     return f"{x:,}"
 
 
-def _gb(b: int) -> str:
-    return f"{b / 1e9:,.2f} GB"
+_gb = size  # (a tiny model's bytes read "974 KB", not "0.00 GB")
 
 
 def _header(r: CountReport) -> Iterator[Any]:
@@ -67,7 +67,7 @@ def _header(r: CountReport) -> Iterator[Any]:
     stage_word = "DSpark" if c.stage_kind == "dspark" else "MTP"
     yield markup(
         f"[bold]{safe(c.path)}[/] ({c.style} style, family {c.family}): "
-        f"{c.n_layers} layers + {c.n_stages} {stage_word} stage{'s' if c.n_stages != 1 else ''}, "
+        f"{plural(c.n_layers, 'layer')} + {c.n_stages} {stage_word} {noun_for(c.n_stages, 'stage')}, "
         f"dim {c.dim:,}, hc_mult {c.hc_mult}, {c.hc_sinkhorn_iters} Sinkhorn iterations, eps {c.hc_eps:g}, "
         f"{'head mix' if c.head_mix else 'no head mix'}"
     )
@@ -114,10 +114,10 @@ def _groups(r: CountReport) -> Iterator[Any]:
     yield t
     tp, st = r.text_path, r.stages
     head = f" (head mix {_n(tp.head_mix_params)})" if tp.head_mix_params else ""
-    yield markup(f"\n[bold]Text path HC parameters[/]: {_n(tp.hc_params)} in {tp.sites} sites{head}")
+    yield markup(f"\n[bold]Text path HC parameters[/]: {_n(tp.hc_params)} in {plural(tp.sites, 'site')}{head}")
     if st.count:
         word = "DSpark" if st.kind == "dspark" else "MTP"
-        yield Text(f"{word} stages, reported beside: {_n(st.hc_params)} in {st.sites} sites "
+        yield Text(f"{word} stages, reported beside: {_n(st.hc_params)} in {plural(st.sites, 'site')} "
                    f"(add --stages to select them)")
 
 
@@ -166,10 +166,10 @@ def _model(r: CountReport) -> Iterator[Any]:
                 ("convention", TEXT), ("value", NUMBER), ("", NUMBER), ("JSON key", DATA))
     for key, title, _what in CONVENTIONS:
         value = getattr(tot, key)
-        _add(cv, title, _n(value), f"{value / 1e9:,.2f} G", key)
+        _add(cv, title, _n(value), size(value) if key == "stored_bytes" else short(value), key)
     if tot.transformers_params is not None:
         _add(cv, "transformers' num_parameters()", _n(tot.transformers_params),
-                   f"{tot.transformers_params / 1e9:,.2f} G", "transformers_params")
+                   short(tot.transformers_params), "transformers_params")
     yield Text("")
     yield cv
     if tot.transformers_params_left_out:

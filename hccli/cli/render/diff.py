@@ -7,6 +7,7 @@ from typing import Any, Iterator
 from rich.table import Table
 from rich.text import Text
 
+from hccli.base.words import plural
 from hccli.cli.output import markup, plain, safe
 from hccli.diffing.diff import DIFFERS, EQUAL, MISSING_A, MISSING_B, NOT_IN_DIALECT, SHAPE, TRANSPOSED, WITHIN, DiffReport
 
@@ -90,18 +91,28 @@ def _sites(r: DiffReport, limit: int) -> Iterator[Any]:
         yield t
     rest = len(compared) - len(same) - len(shown)
     if rest > 0:
-        yield Text(f"... {rest} more HC tensors that are not identical (--limit N, or --json for all)")
+        yield Text(f"... {plural(rest, 'more HC tensor')} not bit-identical (--limit N, or --json for all)")
     if same:
-        yield Text(f"{len(same)} HC tensors bit-identical" + ("" if shown else " (all of them)"))
+        yield Text(f"{plural(len(same), 'HC tensor')} bit-identical" + ("" if shown else " (all of them)"))
     absent = [x for x in r.sites if x.status == NOT_IN_DIALECT]
     if absent:
         side = "B" if absent[0].stored_b is None else "A"
         layers = sorted({x.layer for x in absent})
-        yield Text(f"{len(absent)} HC tensors of layers {layers[0]}-{layers[-1]} are not in {side}, whose dialect "
-                   "cannot hold them (the DSpark/MTP stages): not counted as differences")
-    bad = [x for x in r.sites if not x.ok]
-    yield markup(f"HC: {len(compared)} tensors compared, " + (
-        f"[red]{len(bad)} not kept[/] (exit 1)" if bad else "[green]every value kept[/]"))
+        yield Text(f"{plural(len(absent), 'HC tensor')} of layers {layers[0]}-{layers[-1]} are not in {side}, whose "
+                   "dialect cannot hold them (the DSpark/MTP stages): not compared, not counted as differences")
+    counts = r.hc_counts
+    yield markup(f"HC: {plural(counts.compared, 'tensor')} compared{_where(counts.by_component)}, " + (
+        f"[red]{counts.not_kept:,} not kept[/] (exit 1)" if counts.not_kept else "[green]every value kept[/]"))
+
+
+def _where(by_component: dict[str, int]) -> str:
+    """Where the inventory table below counts the HC tensors, when that is not one row: a stage's
+    HC tensors sit in its dspark row, with the rest of the stage."""
+    if len(by_component) < 2:
+        return ""
+    rows = [f"{n:,} in its {c} row" if i else f"{n:,} in the inventory's {c} row"
+            for i, (c, n) in enumerate(by_component.items())]
+    return " (" + ", ".join(rows) + ")"
 
 
 def _components(r: DiffReport) -> Iterator[Any]:
@@ -112,10 +123,12 @@ def _components(r: DiffReport) -> Iterator[Any]:
         t.add_row(c.component, _pair(c.tensors_a, c.tensors_b), f"{c.only_in_a:,}/{c.only_in_b:,}",
                   f"{c.changed:,}", _pair(c.bytes_a, c.bytes_b, True), _pair(c.params_a, c.params_b, True))
     yield t
+    compared = "of every tensor (--values all)" if r.values is not None else "of HC tensors; --values all: all"
+    yield Text(f"changed: tensors in both with another dtype, shape or values beyond tolerance (values {compared})")
     for side, names in (("A", r.only_in_a), ("B", r.only_in_b)):
         if names:
             shown = ", ".join(plain(n) for n in names[:3])  # Text: no markup to escape, names as written
-            yield Text(f"only in {side}: {len(names):,} tensors, e.g. {shown}")
+            yield Text(f"only in {side}: {plural(len(names), 'tensor')}, e.g. {shown}")
 
 
 def _values(r: DiffReport, limit: int) -> Iterator[Any]:

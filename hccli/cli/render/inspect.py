@@ -9,6 +9,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from hccli.base.words import plural, short, size
 from hccli.cli.output import markup, plain, safe
 from hccli.inspecting.hc import HcSplitEntry
 from hccli.inspecting.report import InspectReport
@@ -48,9 +49,10 @@ def _label(r: InspectReport) -> Any:
 
 
 def _totals(r: InspectReport) -> Text:
-    return Text(f"{len(r.ckpt.shards)} shards, {_n(r.n_tensors)} tensors, {_n(r.stored_bytes)} stored bytes "
-                f"({r.stored_bytes / 1e9:,.2f} GB), {_n(r.logical_params)} logical parameters "
-                f"({r.logical_params / 1e9:,.2f} G; fp4 bytes count 2, F8_E8M0 scales 0)")
+    return Text(f"{plural(len(r.ckpt.shards), 'shard')}, {plural(r.n_tensors, 'tensor')}, "
+                f"{plural(r.stored_bytes, 'stored byte')} ({size(r.stored_bytes)}), "
+                f"{plural(r.logical_params, 'logical parameter')} "
+                f"({short(r.logical_params)}; fp4 bytes count 2, F8_E8M0 scales 0)")
 
 
 def _summary(r: InspectReport) -> Iterator[Any]:
@@ -75,7 +77,7 @@ def _summary(r: InspectReport) -> Iterator[Any]:
     for col in ("dtype", "tensors", "bytes"):
         t.add_column(col, justify="left" if col == "dtype" else "right", no_wrap=True)
     for k, v in sorted(r.dtypes.items(), key=lambda kv: -kv[1].bytes):
-        t.add_row(Text(k), Text(_n(v.tensors)), Text(f"{_n(v.bytes)} ({v.bytes / 1e9:,.2f} GB)"))
+        t.add_row(Text(k), Text(_n(v.tensors)), Text(f"{_n(v.bytes)} ({size(v.bytes)})"))
     yield t
     if r.components is not None:
         yield from _components(r.components)
@@ -165,8 +167,7 @@ def _shade(x: float) -> str:
     return f"[{style}]{x:.4f}[/]" if style else f"{x:.4f}"
 
 
-def _count(n: int, what: str) -> str:
-    return f"{n:,} {what}{'' if n == 1 else 's'}"
+_count = plural
 
 
 def _findings(r: InspectReport) -> Iterator[Any]:

@@ -9,6 +9,7 @@ import numpy as np
 from rich.table import Table
 from rich.text import Text
 
+from hccli.base.words import plural
 from hccli.cli.output import markup, safe
 from hccli.runkernel.golden import Comparison
 from hccli.runkernel.run import RunResult
@@ -49,15 +50,16 @@ def renderables(r: RunResult, *, limit: int = 4, saved: Path | None = None) -> I
         yield t
         yield Text(f"pre  {_vec(r.pre[i])}\npost {_vec(r.post[i])}")
     if r.tokens > limit:
-        yield Text(f"\n... {r.tokens - limit:,} more tokens (--limit N, --json or --save for all)")
+        yield Text(f"\n... {plural(r.tokens - limit, 'more token')} (--limit N, --json or --save for all)")
     row, col = r.deviations()
-    yield markup(f"\n[bold]{r.tokens:,} tokens[/]: largest |row sum - 1| {row:.3g}, "
+    yield markup(f"\n[bold]{plural(r.tokens, 'token')}[/]: largest |row sum - 1| {row:.3g}, "
                            f"largest |column sum - 1| {col:.3g}")
     bad = r.input.nonfinite_tokens
     if bad:
         shown = ", ".join(str(i) for i in bad[:10]) + (" ..." if len(bad) > 10 else "")
-        yield markup(f"[yellow]{len(bad)} token(s) with NaN/Inf in their mixes[/]: {shown} "
-                               "(run anyway; their outputs are not finite)")
+        its = "its" if len(bad) == 1 else "their"
+        yield markup(f"[yellow]{plural(len(bad), 'token')} with NaN/Inf in {its} mixes[/]: {shown} "
+                     f"(run anyway; {its} outputs are not finite)")
     if saved is not None:
         yield markup(f"saved inputs and outputs to {safe(str(saved))}")
 
@@ -66,7 +68,7 @@ def comparison(c: Comparison) -> Iterator[Any]:
     where = "GPU" if c.device.startswith("cuda") else "CPU"
     yield markup(f"[bold]{c.impl}[/] on {c.device} ({where}): {safe(c.reason)}")
     stored = f", written by {safe(c.stored_impl)}" if c.stored_impl else ""
-    yield markup(f"golden vectors: {safe(c.file)} ({c.tokens:,} tokens{stored}); hc_mult {c.hc_mult}, "
+    yield markup(f"golden vectors: {safe(c.file)} ({plural(c.tokens, 'token')}{stored}); hc_mult {c.hc_mult}, "
                f"{c.sinkhorn_iters} Sinkhorn iterations, eps {c.eps:g}")
     t = Table(show_edge=False)
     for name in ("output", "max |diff|", "differing elements", f"beyond atol {c.atol:g}"):

@@ -6,12 +6,13 @@ from typing import Any, Iterator
 
 from rich.table import Table
 
+from hccli.base.words import plural
 from hccli.cli.output import markup, safe
 from hccli.port.check import PortReport
 
 
 def renderables(r: PortReport) -> Iterator[Any]:
-    yield markup(f"port {safe(r.port)} against golden {safe(r.golden)} ({r.family}, {r.sites} sites): "
+    yield markup(f"port {safe(r.port)} against golden {safe(r.golden)} ({r.family}, {plural(r.sites, 'site')}): "
                  f"steps given: {', '.join(r.steps_given)}")
     t = Table(show_edge=False)
     for name in ("step", "sites", "max |diff|", "differing", "beyond float32", "worst / envelope", "first departs"):
@@ -33,5 +34,5 @@ def renderables(r: PortReport) -> Iterator[Any]:
         yield markup(f"  closest: {safe(c.text)} (takes away {c.explains:.0%} of the difference at {r.departs_at})")
     if r.ignored:
         shown = ", ".join(r.ignored[:5]) + (" ..." if len(r.ignored) > 5 else "")
-        yield markup(f"[yellow]note[/]: {len(r.ignored)} tensor(s) of the port are no golden step, passed over: "
+        yield markup(f"[yellow]note[/]: {plural(len(r.ignored), 'tensor')} of the port {'is' if len(r.ignored) == 1 else 'are'} no golden step, passed over: "
                      f"{safe(shown)}")

@@ -7,6 +7,7 @@ from typing import Any, Iterator
 from rich.table import Table
 from rich.text import Text
 
+from hccli.base.words import plural
 from hccli.cli.output import markup, safe
 from hccli.runsite.golden import GoldenComparison
 from hccli.runsite.run import SiteRunReport
@@ -28,7 +29,7 @@ def renderables(r: SiteRunReport) -> Iterator[Any]:
     yield markup(f"streams: {safe(r.streams)}, {r.streams_dtype}; sub-layer output: {safe(r.sublayer)}")
     yield markup(f"ran: {safe(r.impl)}; projection in {r.precision}")
     drift = any(s.drift for s in r.sites)
-    t = Table(show_edge=False, title=f"{len(r.sites)} site(s), token 0's pre, post and comb; streams' RMS "
+    t = Table(show_edge=False, title=f"{plural(len(r.sites), 'site')}, token 0's pre, post and comb; streams' RMS "
               "over all tokens", title_justify="left")
     for name in ("site", "name", "pre", "post", "RMS in", "RMS out", "h RMS") + (
             ("drift pre", "post", "comb", "h") if drift else ()):
@@ -55,7 +56,7 @@ def renderables(r: SiteRunReport) -> Iterator[Any]:
     if combs:
         yield Text("(row j = from stream j, column k = to stream k)")
     if len(combs) > 4:
-        yield Text(f"\n... the comb of {len(combs) - 4} more site(s) in --json")
+        yield Text(f"\n... the comb of {plural(len(combs) - 4, 'more site')} in --json")
     for n in r.notes:
         yield markup(f"[yellow]note[/]: {safe(n)}")
     if r.saved:
@@ -63,7 +64,7 @@ def renderables(r: SiteRunReport) -> Iterator[Any]:
 
 
 def comparison(c: GoldenComparison) -> Iterator[Any]:
-    yield markup(f"golden site vectors: {safe(c.file)} ({c.family}, {c.sites} sites, {c.tokens} tokens)")
+    yield markup(f"golden site vectors: {safe(c.file)} ({c.family}, {plural(c.sites, 'site')}, {plural(c.tokens, 'token')})")
     yield markup(f"re-ran: {safe(c.how)}")
     t = Table(show_edge=False)
     for name in ("step", "sites", "max |diff|", "differing elements", f"beyond atol {c.atol:g}"):
