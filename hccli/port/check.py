@@ -55,16 +55,20 @@ class PortReport:
     steps_given: tuple[str, ...]
     errors: tuple[StepError, ...]
     departs_at: str | None  # "3.attn.comb"
-    verdict: str
+    summary: str  # the sentence: matches, or where it departs and what explains it
     explained_by: tuple[Explanation, ...]
     hypotheses_tried: int
     ignored: tuple[str, ...] = field(default=())  # port tensors that are no golden step
 
-    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("exit_code",)
+    VERDICTS: ClassVar[tuple[str, ...]] = ("matches", "departs")
 
     @property
     def exit_code(self) -> int:
         return 0 if self.departs_at is None else 1
+
+    @property
+    def verdict(self) -> str:
+        return "matches" if self.departs_at is None else "departs"
 
 
 class Evaluation:
@@ -202,7 +206,7 @@ def check_port(golden: SiteGolden, port: dict[str, dict[str, np.ndarray]], port_
         return PortReport(*base, where, f"departs at step {where}: no known mistake explains it", (), tried, ignored)
     found.sort(key=lambda e: (e.worst, e.text))
     best = found[0]
-    verdict = f"departs at step {where}: explained by {best.text}, residual {best.residual:.3g}"
+    summary = f"departs at step {where}: explained by {best.text}, residual {best.residual:.3g}"
     if len(found) > 1:
-        verdict += " (or equally: " + "; ".join(e.text for e in found[1:]) + ")"
-    return PortReport(*base, where, verdict, tuple(found), tried, ignored)
+        summary += " (or equally: " + "; ".join(e.text for e in found[1:]) + ")"
+    return PortReport(*base, where, summary, tuple(found), tried, ignored)

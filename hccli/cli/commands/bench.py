@@ -118,7 +118,7 @@ def bench_cmd(
                            sinkhorn_iters=DEFAULT_SINKHORN_ITERS if iters is None else iters,
                            eps=DEFAULT_HC_EPS if eps is None else eps, device=device, reps=reps,
                            warmup=warmup, seed=seed, host=host, progress=tick)
-    emit(result, json_out, lambda: render_bench.renderables(result))
+    emit(result, json_out, lambda: render_bench.renderables(result), command="bench")
 
 
 def _site(op: str, dim: int, stream: str, norm_eps: float | None, tokens: list[int] | None, impl: list[str] | None,
@@ -134,4 +134,4 @@ def _site(op: str, dim: int, stream: str, norm_eps: float | None, tokens: list[i
                                 eps=DEFAULT_HC_EPS if eps is None else eps,
                                 norm_eps=SITE_NORM_EPS if norm_eps is None else norm_eps, reps=reps,
                                 warmup=warmup, seed=seed, host=host, device=device, progress=tick)
-    emit(result, json_out, lambda: render_bench_site.renderables(result))
+    emit(result, json_out, lambda: render_bench_site.renderables(result), command="bench")

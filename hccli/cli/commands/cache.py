@@ -34,7 +34,7 @@ def list_cmd(json_out: JsonOpt = False) -> None:
     from hccli.cli.output import emit
 
     listing = list_cache()
-    emit(listing, json_out, lambda: render_cache.listing(listing))
+    emit(listing, json_out, lambda: render_cache.listing(listing), command="cache list")
 
 
 @cache_app.command("clear", epilog=EPILOG)
@@ -65,4 +65,4 @@ def clear_cmd(
                           "without a revision or subfolder: its entries of every commit are removed")
         repo_id = ref.repo_id
     cleared = clear_cache(repo_id)
-    emit(cleared, json_out, lambda: render_cache.cleared(cleared, repo_id))
+    emit(cleared, json_out, lambda: render_cache.cleared(cleared, repo_id), command="cache clear")

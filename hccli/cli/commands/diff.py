@@ -83,7 +83,7 @@ def diff_cmd(
                 report = build_diff(va, vb, atol=atol, rtol=rtol, tokens=tokens, seed=seed,
                                     values_all=values is Values.all, progress=tick, layers=layers,
                                     sites=frozenset(sites) if sites else None)
-    emit(report, json_out, lambda: render_diff.renderables(report, limit=limit))
+    emit(report, json_out, lambda: render_diff.renderables(report, limit=limit), command="diff")
     if plot is not None:
         from hccli.cli.output import note, safe
         from hccli.plot import write_plot

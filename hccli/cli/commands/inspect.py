@@ -21,7 +21,6 @@ from hccli.cli.inspect_options import (
     VerifyOpt,
 )
 from hccli.cli.options import JsonOpt, PlotOpt
-from hccli.base.errors import EXIT_FINDINGS
 
 EPILOG = """Examples:
 
@@ -92,7 +91,7 @@ def inspect_cmd(
         from hccli.cli.options import check_plot
 
         check_plot(plot, forbidden_dir=guard)  # before any work: nothing printed when refused
-    from hccli.cli.output import damage_warnings, emit, note, progress_bar, safe
+    from hccli.cli.output import damage_warnings, emit, note, progress_bar, safe, warn
     from hccli.inspecting.report import build_inspect
 
     with progress_bar("reading headers", enabled=not json_out) as tick:
@@ -108,11 +107,11 @@ def inspect_cmd(
     unreadable = [s for s in report.ckpt.shards if s.header is None]
     if unreadable and report.findings is None:
         for s in unreadable[:5]:
-            note(f"[yellow]warning:[/] shard not read: {safe(s.error or s.file)}", wrap=False)  # it names a file
+            warn(f"shard not read: {s.error or s.file}")
         if len(unreadable) > 5:
-            note(f"[yellow]warning:[/] ... and {len(unreadable) - 5} more shards not read (--verify lists all)")
+            warn(f"... and {len(unreadable) - 5} more shards not read (--verify lists all)")
     for line in report.notes:  # a GGUF split set not whole, HC values past inspect's bounds
-        note(f"[yellow]warning:[/] {safe(line)}", wrap=False)  # one line each: it names a file
+        warn(line)
     doc = report.document() if json_out or plot is not None else None
     figure = None
     if plot is not None:
@@ -130,11 +129,11 @@ def inspect_cmd(
         view = render_inspect.View(tree=tree, quiet=quiet, detail=hc_layer is not None, limit=limit, filters=filters)
         return render_inspect.renderables(report, view)
 
-    emit(doc, json_out, render)
+    emit(doc, json_out, render, command="inspect")
     if figure is not None:
         from hccli.plot import write_plot
         from hccli.plot.model import plot_model
 
         note(safe(write_plot(plot, plot_model, figure, forbidden_dir=guard)), wrap=False)
-    if report.errors:
-        raise typer.Exit(EXIT_FINDINGS)
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)

@@ -59,4 +59,4 @@ def make_checkpoint_cmd(
         done = make_checkpoint(config, outdir, phantom=phantom, seed=seed, force=force, progress=tick)
     kind = "phantom (sparse) " if done.phantom else ""
     emit(done, json_out, lambda: [f"wrote {kind}checkpoint {done.outdir}: {done.shards} shards, {done.tensors:,} "
-                                  f"tensors, {done.total_size:,} bytes of tensor data"])
+                                  f"tensors, {done.total_size:,} bytes of tensor data"], command="make-checkpoint")

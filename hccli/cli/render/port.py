@@ -22,7 +22,7 @@ def renderables(r: PortReport) -> Iterator[Any]:
                   f"{e.worst:.3g}", e.first_site or "")
     yield t
     style = "green" if r.departs_at is None else "red"
-    yield markup(f"[{style}]{safe(r.verdict)}[/]")
+    yield markup(f"[{style}]{safe(r.summary)}[/]")
     for e in r.explained_by:
         yield markup(f"  {safe(e.text)}: {safe('; '.join(e.reports))}")
     if r.ignored:
