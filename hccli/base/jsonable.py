@@ -12,8 +12,10 @@ Field metadata steers a field's place in the document:
     field(metadata=OMIT_IF_NONE)  the key is left out while the value is None
     field(metadata=NOT_IN_JSON)   the field is for renderers only
     field(metadata=INLINE)        a dataclass field's own keys stand in its place
-and a class's `JSON_PROPERTIES: ClassVar[tuple[str, ...]]` names properties (a verdict, an
-exit code: derived, so never stored twice) whose values follow the fields, in that order.
+and a class's `JSON_PROPERTIES: ClassVar[tuple[str, ...]]` names properties (derived values,
+so never stored twice: diff's `hc_ok`) whose values follow the fields, in that order. A result
+object's `exit_code`, `verdict` and `findings` are not its body's: the sink reads them for the
+envelope every document opens with (cli/output.py json_document).
 """
 
 from __future__ import annotations

@@ -131,6 +131,9 @@ class _HcGroup(_HcSubGroup):
         return code
 
     def invoke(self, ctx):
+        from hccli.cli.output import begin_invocation  # (a command's own import: nothing added to a start)
+
+        begin_invocation()  # a JSON document's warnings are its own invocation's
         try:
             return super().invoke(ctx)
         except (typer.Exit, typer.TyperException, _click_errors.ClickException):

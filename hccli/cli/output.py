@@ -2,7 +2,9 @@
 
 The one sink: a command hands its one result object (a frozen dataclass from its core room) to
 `emit`, which writes it as JSON through the one encoder (base/jsonable.py: its fields, non-finite
-numbers as "nan", "inf", "-inf"), or prints what the command's cli/render/ module draws from it.
+numbers as "nan", "inf", "-inf") inside the one envelope (json_document: schema version, command,
+exit code, verdict, warnings, findings, then the fields), or prints what the command's cli/render/
+module draws from it. Every `warning:` line goes through `warn`, which keeps it for the envelope.
 
 The one width rule, for stdout and stderr alike: `COLUMNS` when it is set (on a terminal or
 not); otherwise a terminal's own width, and no wrapping at all when piped (a line there is
@@ -92,27 +94,69 @@ def _writing_stdout() -> Iterator[None]:
         raise OSError(exc.errno, exc.strerror or str(exc), "standard output") from exc
 
 
-def json_document(result: Any) -> Any:
-    """A command's result object as the JSON values `--json` writes (a plot drawn from them draws
-    what is printed). Only a result object: a dict assembled on the way would be a second builder."""
+# The envelope's version: its keys and each command's body keys are added to, never renamed or
+# removed, within one version (docs/json.md; docs/schemas/).
+SCHEMA_VERSION = 1
+ENVELOPE_KEYS = ("schema_version", "command", "exit_code", "verdict", "warnings", "findings")
+
+# what this invocation said on stderr as `warning:` lines, for its JSON document's `warnings`
+# (begun afresh by the error boundary for each invocation: CliRunner runs many in one process)
+_warnings: list[str] = []
+
+
+def begin_invocation() -> None:
+    _warnings.clear()
+
+
+def warn(text: str) -> None:
+    """The one `warning:` line on stderr (text from a file or server: escaped here), whole on one
+    line (it names a file), and kept for the JSON document's `warnings`."""
+    _warnings.append(plain(text))
+    note(f"[yellow]warning:[/] {safe(text)}", wrap=False)
+
+
+def json_document(result: Any, command: str) -> dict[str, Any]:
+    """A command's result object as the document `--json` writes: the envelope (ENVELOPE_KEYS, in
+    that order), then the result's own fields. The result object says its exit code and verdict
+    (properties `exit_code`, 0 where it has none, and `verdict`, a word of its class's VERDICTS or
+    None: left out) and its findings (a `findings` field or property, Finding objects); the
+    warnings are this invocation's. Only a result object: a dict assembled on the way would be a
+    second builder."""
     if not dataclasses.is_dataclass(result) or isinstance(result, type):
         raise TypeError(f"--json writes a command's result object (a dataclass), not a {type(result).__name__}")
-    return to_jsonable(result)
+    body = to_jsonable(result)
+    findings = body.pop("findings") if "findings" in body else to_jsonable(list(getattr(result, "findings", ())))
+    clash = [k for k in ENVELOPE_KEYS if k in body]
+    if clash:  # a field of the body would be overwritten, or would say the envelope's word another way
+        raise TypeError(f"{type(result).__name__} has fields the envelope owns: {', '.join(clash)}")
+    verdict = getattr(result, "verdict", None)
+    allowed = getattr(result, "VERDICTS", ())
+    if verdict is not None and verdict not in allowed:
+        raise TypeError(f"{type(result).__name__}.verdict {verdict!r}: not one of its VERDICTS {allowed}")
+    head: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "command": command,
+                            "exit_code": int(getattr(result, "exit_code", 0))}
+    if verdict is not None:
+        head["verdict"] = verdict
+    head["warnings"] = list(_warnings)
+    head["findings"] = findings
+    return {**head, **body}
 
 
-def emit_json(result: Any) -> None:
-    """Write a result object as one JSON document to stdout (no rich markup, no wrapping)."""
-    text = json.dumps(json_document(result), indent=2, allow_nan=False) + "\n"
+def emit_json(result: Any, command: str) -> None:
+    """Write a result object as one JSON document to stdout (no rich markup, no wrapping); strict
+    JSON: a non-finite number left by the encoder would be an error here, never NaN in the text."""
+    text = json.dumps(json_document(result, command), indent=2, allow_nan=False) + "\n"
     with _writing_stdout():
         sys.stdout.write(text)
         sys.stdout.flush()
 
 
-def emit(result: Any, json_out: bool, render: Callable[[], Iterable[Any]]) -> None:
-    """The one sink of a command's result: its JSON document, or for people what render() draws
-    from it (called only then: `--json` never loads the renderers, nor rich)."""
+def emit(result: Any, json_out: bool, render: Callable[[], Iterable[Any]], *, command: str) -> None:
+    """The one sink of a command's result: its JSON document (`command`: its name in the
+    envelope, "cache list" for a sub-command), or for people what render() draws from it (called
+    only then: `--json` never loads the renderers, nor rich)."""
     if json_out:
-        emit_json(result)
+        emit_json(result, command)
     else:
         show(*render())
 
@@ -181,7 +225,7 @@ def config_warning(unusable: Any) -> None:
     """The one line every command shows for a checkpoint's config.json it set aside
     (a config.ConfigUnusable; None: nothing to say), whole on one line."""
     if unusable is not None:
-        note(f"[yellow]warning:[/] {safe(unusable.line)}", wrap=False)
+        warn(unusable.line)
 
 
 # damage lines shown (the rest counted): --json and --verify list them all
@@ -196,9 +240,9 @@ def damage_warnings(findings: Any, unusable: Any = None) -> None:
     config_warning(unusable)
     shown = [f for f in findings if not (unusable is not None and f.code == "config_mismatch")]
     for f in shown[:DAMAGE_SHOWN]:
-        note(f"[yellow]warning:[/] {safe(f.message)}", wrap=False)  # one line each: it names a file
+        warn(f.message)
     if len(shown) > DAMAGE_SHOWN:
-        note(f"[yellow]warning:[/] ... and {len(shown) - DAMAGE_SHOWN} more (--json lists all)")
+        warn(f"... and {len(shown) - DAMAGE_SHOWN} more (--json lists all)")
 
 
 def plain(text: str) -> str:

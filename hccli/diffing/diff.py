@@ -34,7 +34,8 @@ from hccli.checkpoint.view import HcTensor, HcView, component_of, read_both
 from hccli.diffing.inventory import Changed, DiffComponentRow, HcCounts, compare_inventory, hc_counts
 from hccli.model.layers import no_site_matches
 from hccli.model.shape import differences
-from hccli.ops.compare import gaps, same_bits
+from hccli.ops.compare import COMPARE_VERDICTS, compare_verdict, gaps, same_bits
+from hccli.checkpoint.verify.findings import Finding, SidedFinding, sided
 from hccli.base.vocab import HC_PARTS, SITE_ORDER
 
 
@@ -105,10 +106,11 @@ class DiffReport:
     selection: Selection = Selection(None, None)  # the layers and sites compared (None: all)
     hc_tensors: int = 0  # HC tensor names on either side, selected or not
     shared_others: int = 0  # other tensors both sides hold, selected or not
-    findings_a: tuple[Any, ...] = ()  # what opening found wrong with each side (checkpoint/verify/damage.py)
-    findings_b: tuple[Any, ...] = ()
+    findings_a: tuple[Finding, ...] = ()  # what opening found wrong with each side (checkpoint/verify/damage.py)
+    findings_b: tuple[Finding, ...] = ()
 
-    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("hc_ok", "hc_counts", "not_kept", "exit_code")
+    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("hc_ok", "hc_counts", "not_kept")
+    VERDICTS: ClassVar[tuple[str, ...]] = COMPARE_VERDICTS  # the envelope's word, with exit_code
 
     @property
     def hc_ok(self) -> bool:
@@ -132,6 +134,14 @@ class DiffReport:
     @property
     def exit_code(self) -> int:
         return 1 if self.not_kept else 0
+
+    @property
+    def verdict(self) -> str:
+        return compare_verdict(self.not_kept, sum(r.status == WITHIN for r in (*self.sites, *(self.values or ()))))
+
+    @property
+    def findings(self) -> tuple[SidedFinding, ...]:  # the envelope's: both sides', each saying its side
+        return sided(self.findings_a, "a") + sided(self.findings_b, "b")
 
 
 # --- the model they are ------------------------------------------------------------------

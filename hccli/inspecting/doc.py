@@ -4,11 +4,12 @@ turns them into JSON)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from hccli.checkpoint.verify.producers import ComponentTable
 from hccli.model.config.model import ConfigUnusable
 from hccli.inspecting.hc import HcEntry
+from hccli.base.errors import EXIT_FINDINGS, EXIT_OK
 from hccli.base.jsonable import OMIT_IF_NONE
 
 if TYPE_CHECKING:  # verify's modules load only for --verify; --metadata's and --stats' when asked
@@ -91,8 +92,8 @@ class InspectDocument:
     components: ComponentTable | None  # mlx-lm and compressed-tensors checkpoints: every tensor's component
     layer_numbering: LayerNumbering
     hc: list[HcEntry]
-    findings: list[Finding]
-    verdict: Verdict | None  # --verify's counts (findings.verdict); None without --verify
+    findings: list[Finding]  # (in the envelope: output.json_document)
+    verify_counts: Verdict | None  # --verify's counts (findings.verdict); None without --verify
     unreadable_shards: list[UnreadableShard]
     transferred_bytes: int
     remote: RemoteInfo | None
@@ -101,3 +102,22 @@ class InspectDocument:
     metadata: list[FileMetadata] | None = field(default=None, metadata=OMIT_IF_NONE)
     stats: list[TensorStats] | None = field(default=None, metadata=OMIT_IF_NONE)
     tensor_list: list[TensorRow] | None = field(default=None, metadata=OMIT_IF_NONE)
+
+    VERDICTS: ClassVar[tuple[str, ...]] = ("ok", "warnings", "errors")  # --verify's word; none without
+
+    @property
+    def exit_code(self) -> int:
+        return verify_exit_code(self.findings if self.verified else None)
+
+    @property
+    def verdict(self) -> str | None:
+        """--verify's word: errors (exit 1), warnings (none of error level), ok; None without --verify."""
+        if not self.verified:
+            return None
+        levels = {f.severity for f in self.findings}
+        return "errors" if "error" in levels else "warnings" if "warning" in levels else "ok"
+
+
+def verify_exit_code(findings: list[Finding] | None) -> int:
+    """1 when --verify found an error-level finding (None: no --verify, 0)."""
+    return EXIT_FINDINGS if any(f.severity == "error" for f in findings or ()) else EXIT_OK

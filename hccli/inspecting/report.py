@@ -27,6 +27,7 @@ from hccli.inspecting.doc import (
     RemoteInfo,
     TensorRow,
     UnreadableShard,
+    verify_exit_code,
 )
 from hccli.inspecting.hc import HcEntry, HcSplitEntry, read_hc_entries  # noqa: F401 - the HC entries' home; renderers import them here
 from hccli.inspecting.tree import TreeNode, build_tree_columns, merged_columns, totals_from_columns
@@ -84,6 +85,11 @@ class InspectReport:
     def errors(self) -> int:
         return sum(1 for f in self.findings or [] if f.severity == "error")
 
+    @property
+    def exit_code(self) -> int:
+        """The exit code, the document's (doc.verify_exit_code)."""
+        return verify_exit_code(self.findings)
+
     def verdict(self) -> Verdict | None:
         """--verify's counts: root causes and findings of no cause by severity, follow-ons apart."""
         if self.findings is None:
@@ -126,7 +132,7 @@ class InspectReport:
             layer_numbering=LayerNumbering(self.n_layers, self.n_stages),
             hc=self.hc,
             findings=self.findings if self.findings is not None else self.damage,
-            verdict=self.verdict(),
+            verify_counts=self.verdict(),
             unreadable_shards=[UnreadableShard(s.file, s.error) for s in c.shards if s.header is None],
             transferred_bytes=remote.transfer.bytes if remote is not None else 0,
             remote=None if remote is None else RemoteInfo(

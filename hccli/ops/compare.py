@@ -15,6 +15,15 @@ from functools import cached_property
 
 import numpy as np
 
+# A comparison's one word (hc diff, run-site --compare, run-kernel --compare: the JSON envelope's
+# verdict): every value the same bits or 0 apart, some apart within the tolerance, some beyond it.
+COMPARE_VERDICTS = ("identical", "within_tolerance", "differs")
+
+
+def compare_verdict(beyond: int, apart: int) -> str:
+    """beyond: values (or tensors) past the tolerance (exit 1); apart: those that differ within it."""
+    return "differs" if beyond else "within_tolerance" if apart else "identical"
+
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
     """Bit for bit the same values (+0.0 and -0.0 are equal numbers, not the same value; two types: as float64)."""

@@ -83,7 +83,7 @@ class PortReport:
     steps_given: tuple[str, ...]
     errors: tuple[StepError, ...]
     departs_at: str | None  # "3.attn.comb"; None where the port matches (given the accepted variants)
-    verdict: str
+    summary: str  # the sentence: matches, or where it departs and what explains it
     explained_by: tuple[Explanation, ...]
     hypotheses_tried: int
     ignored: tuple[str, ...] = field(default=())  # port tensors that are no golden step
@@ -91,11 +91,15 @@ class PortReport:
     accepted: tuple[str, ...] = field(default=())  # --accept: shipped variants taken as the reference
     closest: tuple[Closest, ...] = field(default=())  # where nothing explains: the nearest hypotheses, ranked
 
-    JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("exit_code",)
+    VERDICTS: ClassVar[tuple[str, ...]] = ("matches", "departs")
 
     @property
     def exit_code(self) -> int:
         return 0 if self.departs_at is None else 1
+
+    @property
+    def verdict(self) -> str:
+        return "matches" if self.departs_at is None else "departs"
 
 
 MAX_EXPLANATIONS = 3

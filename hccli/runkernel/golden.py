@@ -21,7 +21,7 @@ import numpy as np
 from hccli.base.errors import HcError
 from hccli.base.limits import MAX_SINKHORN_ITERS, check_hc_mult
 from hccli.base.vocab import mix_width
-from hccli.ops.compare import gaps
+from hccli.ops.compare import COMPARE_VERDICTS, compare_verdict, gaps
 
 FORMAT = "hc-split-sinkhorn-golden/1"
 OUTPUTS = ("pre", "post", "comb")
@@ -161,6 +161,16 @@ class Comparison:
     @property
     def ok(self) -> bool:
         return all(d.beyond_atol == 0 for d in self.outputs.values())
+
+    VERDICTS: ClassVar[tuple[str, ...]] = COMPARE_VERDICTS  # the JSON envelope's word
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    @property
+    def verdict(self) -> str:
+        return compare_verdict(sum(d.beyond_atol for d in self.outputs.values()), sum(d.differing for d in self.outputs.values()))
 
 
 def diff(got: np.ndarray, want: np.ndarray, atol: float) -> OutputDiff:

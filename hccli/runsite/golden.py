@@ -27,6 +27,7 @@ from hccli.base.errors import HcError
 from hccli.runkernel.golden import decimal_float, decimal_int, require_f32
 from hccli.base.limits import MAX_ELEMENTS
 from hccli.ops.site import FAMILIES, INPUTS, STEPS, ChainSite, SiteInputs, SiteParams, SiteRef
+from hccli.ops.compare import COMPARE_VERDICTS, compare_verdict
 from hccli.base.vocab import MAX_HC_MULT, mix_width
 
 FORMAT = "hc-site-golden/1"
@@ -318,6 +319,16 @@ class GoldenComparison:
     @property
     def ok(self) -> bool:
         return all(s.beyond_atol == 0 for s in self.steps)
+
+    VERDICTS: ClassVar[tuple[str, ...]] = COMPARE_VERDICTS  # the JSON envelope's word
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    @property
+    def verdict(self) -> str:
+        return compare_verdict(sum(s.beyond_atol for s in self.steps), sum(s.differing for s in self.steps))
 
 
 @dataclass

@@ -10,7 +10,9 @@ no_gpu = pytest.mark.skipif(torch.cuda.is_available(), reason="tests the behavio
 
 ROW_KEYS = {"impl", "tokens", "ms", "ms_min", "calls", "samples", "tokens_per_s", "gbps", "pct_copy", "speedup",
             "max_diff", "differing"}
-DOC_KEYS = {"mode", "device", "device_name", "driver", "versions", "date", "hc_mult", "sinkhorn_iters", "eps",
+# the envelope's keys (bench judges nothing: no verdict), then the body's
+DOC_KEYS = {"schema_version", "command", "exit_code", "warnings", "findings",
+            "mode", "device", "device_name", "driver", "versions", "date", "hc_mult", "sinkhorn_iters", "eps",
             "bytes_per_token", "copy_gbps", "reference", "statistic", "rows", "skipped", "host"}
 
 
@@ -115,12 +117,14 @@ def test_both_results_open_with_the_machine_in_their_json_and_tables():
     split = BenchResult("gpu", m, 4, 20, 1e-6, 192, 4000.0, "the torch reference", "median", (), {}, ())
     site = SiteBenchResult("site-pre", m, 4, 5120, "bfloat16", 20, 1e-6, 1e-20, 51280, 4191.0, "median", (), {})
     head = ["device", "device_name", "driver", "versions", "date"]
-    assert list(json_document(split)) == ["mode", *head, "hc_mult", "sinkhorn_iters", "eps", "bytes_per_token",
-                                          "copy_gbps", "reference", "statistic", "rows", "skipped", "host"]
-    assert list(json_document(site)) == ["op", *head, "hc_mult", "dim", "stream", "sinkhorn_iters", "eps",
-                                         "norm_eps", "bytes_per_token", "copy_gbps", "statistic", "rows", "skipped",
-                                         "host"]
-    assert json_document(split)["versions"] == m.versions and json_document(site)["rows"] == []
+    envelope = ["schema_version", "command", "exit_code", "warnings", "findings"]  # (bench judges nothing)
+    assert list(json_document(split, "bench")) == [
+        *envelope, "mode", *head, "hc_mult", "sinkhorn_iters", "eps", "bytes_per_token", "copy_gbps", "reference",
+        "statistic", "rows", "skipped", "host"]
+    assert list(json_document(site, "bench")) == [
+        *envelope, "op", *head, "hc_mult", "dim", "stream", "sinkhorn_iters", "eps", "norm_eps", "bytes_per_token",
+        "copy_gbps", "statistic", "rows", "skipped", "host"]
+    assert json_document(split, "bench")["versions"] == m.versions and json_document(site, "bench")["rows"] == []
     for renderables in (render_bench.renderables(split), render_bench_site.renderables(site)):
         console = Console(record=True, width=200)
         console.print(next(iter(renderables)))

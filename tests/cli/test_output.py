@@ -107,10 +107,49 @@ def test_markup_leaves_emoji_codes_as_written(text):
 
 def test_the_sink_takes_a_result_object_only():
     # a dict assembled in a command would be a second builder of its document
-    assert output.json_document(_Doc([], {})) == {"rows": [], "by": {}, "missing": None}
+    output.begin_invocation()
+    assert output.json_document(_Doc([], {}), "x") == {"schema_version": 1, "command": "x", "exit_code": 0,
+                                                       "warnings": [], "findings": [], "rows": [], "by": {},
+                                                       "missing": None}
     for built in ({"ok": True}, [1], _Doc):
         with pytest.raises(TypeError, match="result object"):
-            output.json_document(built)
+            output.json_document(built, "x")
+
+
+@dataclass(frozen=True)
+class _Judged:
+    said: str
+    word: str = "departs"
+    VERDICTS = ("matches", "departs")
+
+    @property
+    def exit_code(self) -> int:  # the protocol: properties the sink reads, never fields of the body
+        return 1
+
+    @property
+    def verdict(self) -> str:
+        return self.word
+
+
+def test_the_envelope_comes_first_and_owns_its_keys(capsys):
+    # exit code and verdict from the result object, this invocation's warnings, then the body
+    output.begin_invocation()
+    output.warn("a [b] file")
+    doc = output.json_document(_Judged("x"), "check-port")
+    assert list(doc) == ["schema_version", "command", "exit_code", "verdict", "warnings", "findings", "said", "word"]
+    assert doc["exit_code"] == 1 and doc["verdict"] == "departs" and doc["warnings"] == ["a [b] file"]
+    assert "warning: a [b] file" in capsys.readouterr().err
+    output.begin_invocation()
+    assert output.json_document(_Doc([], {}), "x")["warnings"] == []  # the next invocation's own
+    with pytest.raises(TypeError, match="VERDICTS"):  # a word outside the documented vocabulary
+        output.json_document(_Judged("x", word="fine"), "check-port")
+
+    @dataclass(frozen=True)
+    class Clash:
+        warnings: list
+
+    with pytest.raises(TypeError, match="envelope owns: warnings"):  # never overwritten silently
+        output.json_document(Clash([]), "x")
 
 
 def test_an_infinite_difference_reads_the_same_in_run_kernel_and_run_site(tmp_path):

@@ -217,7 +217,7 @@ def test_kernel_from_run_kernel_json(mpl, tmp_path):
     from hccli.plot.kernel import KernelFigureData, plot_kernel
 
     result = run(prepare(RandomMixes(tokens=5, seed=3)), "torch", "cpu")
-    doc = json.loads(json.dumps(json_document(result.document())))
+    doc = json.loads(json.dumps(json_document(result.document(), "run-kernel")))
     drawn = plot_kernel(KernelFigureData.from_result(result, limit=2), tmp_path / "k.svg")
     ET.fromstring((tmp_path / "k.svg").read_bytes())
     np.testing.assert_array_equal(images_by_gid(drawn.figure)["comb-1"], np.array(doc["comb"][1]))

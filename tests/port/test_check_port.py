@@ -61,11 +61,11 @@ def _named(named: list, keys: set[str], path, variant) -> bool:
 
 def test_the_reference_and_equivalent_orders_match(hc, golden, tmp_path):
     r = hc("check-port", str(golden), "--golden", str(golden), "--json")
-    assert r.exit_code == 0 and r.json()["verdict"] == MATCHES and r.json()["departs_at"] is None
+    assert r.exit_code == 0 and r.json()["summary"] == MATCHES and r.json()["departs_at"] is None
     # mlx-lm normalises before the projection: the same op within rounding, not a mistake
     nf = write_port(golden, tmp_path / "mlx.safetensors", S.Variant(norm_first=True))
     r = hc("check-port", str(nf), "--golden", str(golden), "--json")
-    assert r.exit_code == 0 and r.json()["verdict"] == MATCHES
+    assert r.exit_code == 0 and r.json()["summary"] == MATCHES
     assert any(e["differing"] > 0 for e in r.json()["errors"])  # not the same bits: within rounding
 
 
@@ -78,7 +78,7 @@ def test_the_torch_path_is_a_port_that_matches(hc, golden, tmp_path):
     save_file({f"{gs.ref.key}.{k}": np.ascontiguousarray(v) for gs in g.sites
                for k, v in compute(gs.inputs, g.params).items()}, str(tmp_path / "torch.safetensors"))
     r = hc("check-port", str(tmp_path / "torch.safetensors"), "--golden", str(golden), "--json")
-    assert r.exit_code == 0, r.json()["verdict"]
+    assert r.exit_code == 0, r.json()["summary"]
 
 
 def test_every_single_mistake_is_named(hc, golden, tmp_path):
@@ -87,13 +87,13 @@ def test_every_single_mistake_is_named(hc, golden, tmp_path):
         port = write_port(golden, tmp_path / f"{m.key}.safetensors", v)
         r = hc("check-port", str(port), "--golden", str(golden), "--json")
         doc = r.json()
-        assert r.exit_code == 1 and doc["exit_code"] == 1, (m.key, doc["verdict"])
-        assert doc["verdict"].startswith(f"departs at step {doc['departs_at']}: explained by"), doc["verdict"]
+        assert r.exit_code == 1 and doc["exit_code"] == 1, (m.key, doc["summary"])
+        assert doc["summary"].startswith(f"departs at step {doc['departs_at']}: explained by"), doc["summary"]
         named = [tuple(e["mistakes"]) for e in doc["explained_by"]]
         if m is FACTOR:
-            assert named == [("collapsed-factor",)] and "factor sqrt(2)" in doc["verdict"], doc["verdict"]
+            assert named == [("collapsed-factor",)] and "factor sqrt(2)" in doc["summary"], doc["summary"]
             continue
-        assert _named(named, {m.key}, golden, v), (m.key, doc["verdict"])
+        assert _named(named, {m.key}, golden, v), (m.key, doc["summary"])
 
 
 @pytest.mark.slow
@@ -112,7 +112,7 @@ def test_every_pair_of_mistakes_is_named(small):
         ok = r.departs_at is not None and (_named(named, {ka, kb}, small, both) if FACTOR.key not in (ka, kb)
                                            else any(set(e) == {ka, kb} for e in named))
         if not ok:
-            missed.append((ka, kb, r.verdict))
+            missed.append((ka, kb, r.summary))
     assert not missed, missed[:5]
 
 
@@ -129,7 +129,7 @@ def test_a_subset_of_the_steps_is_enough(hc, golden, tmp_path):
     r = hc("check-port", str(port), "--golden", str(golden), "--json")
     doc = r.json()
     assert r.exit_code == 1 and doc["steps_given"] == ["streams_out"]
-    assert [e["mistakes"] for e in doc["explained_by"]] == [["comb-untransposed"]], doc["verdict"]
+    assert [e["mistakes"] for e in doc["explained_by"]] == [["comb-untransposed"]], doc["summary"]
 
 
 def test_an_unexplained_departure_says_so(hc, golden, tmp_path):
@@ -141,7 +141,7 @@ def test_an_unexplained_departure_says_so(hc, golden, tmp_path):
     r = hc("check-port", str(tmp_path / "odd.safetensors"), "--golden", str(golden), "--json")
     doc = r.json()
     assert r.exit_code == 1 and doc["explained_by"] == []
-    assert doc["verdict"].startswith(f"departs at step {key}: no known mistake explains it"), doc["verdict"]
+    assert doc["summary"].startswith(f"departs at step {key}: no known mistake explains it"), doc["summary"]
     r = hc("check-port", str(tmp_path / "odd.safetensors"), "--golden", str(golden))
     assert r.exit_code == 1 and "no known mistake explains it" in r.stdout
 
@@ -169,21 +169,21 @@ def test_where_nothing_explains_the_closest_hypotheses_are_named_apart(hc, golde
     save_file(steps, str(tmp_path / "near.safetensors"))
     r = hc("check-port", str(tmp_path / "near.safetensors"), "--golden", str(golden), "--json")
     doc = r.json()
-    assert r.exit_code == 1 and doc["explained_by"] == [], doc["verdict"]
+    assert r.exit_code == 1 and doc["explained_by"] == [], doc["summary"]
     closest = doc["closest"]
     assert 1 <= len(closest) <= 3 and closest[0]["mistakes"] == ["comb-untransposed"], closest
     assert closest[0]["explains"] > 0.5 and [c["explains"] for c in closest] == sorted(
         [c["explains"] for c in closest], reverse=True)
-    assert "closest: comb applied untransposed" in doc["verdict"]
+    assert "closest: comb applied untransposed" in doc["summary"]
 
 
 def test_explanations_are_ranked_and_at_most_three(golden):
     # fn in bf16 for bf16 streams: several projection readings give close numbers; the best first
     g = read_golden(golden)
     r = check_port(g, _as_port(port_steps(golden, S.Variant(projection="fn-bf16"))), "fn")
-    assert 1 <= len(r.explained_by) <= 3, r.verdict
+    assert 1 <= len(r.explained_by) <= 3, r.summary
     ranks = [(len(e.mistakes), e.worst) for e in r.explained_by]
-    assert ranks == sorted(ranks) and r.explained_by[0].mistakes == ("fn-bf16",), r.verdict
+    assert ranks == sorted(ranks) and r.explained_by[0].mistakes == ("fn-bf16",), r.summary
 
 
 def test_a_port_that_gives_its_own_inputs_is_judged_from_them(golden):
@@ -201,6 +201,6 @@ def test_a_port_that_gives_its_own_inputs_is_judged_from_them(golden):
     assert check_port(g, port, "elsewhere").exit_code == 1
     port[gs.ref.key]["streams_in"] = x
     r = check_port(g, port, "elsewhere")
-    assert r.exit_code == 0 and r.verdict == MATCHES, r.verdict
+    assert r.exit_code == 0 and r.summary == MATCHES, r.summary
     (used,) = r.inputs_used
     assert used.name == "streams_in" and used.sites == 1 and used.differing > 0 and used.first_site == gs.ref.key

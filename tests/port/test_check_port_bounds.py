@@ -85,7 +85,7 @@ def test_the_hypotheses_do_not_grow_with_the_iterations(hc, tmp_path):
         golden = make_golden(_config(tmp_path, n), tmp_path / f"g{n}.safetensors", "--tokens", "2", "--layers", "0")
         r = hc("check-port", str(_unexplained(golden, tmp_path / f"p{n}.safetensors")), "--golden", str(golden),
                "--json")
-        assert r.exit_code == 1 and r.json()["explained_by"] == [], r.json()["verdict"]
+        assert r.exit_code == 1 and r.json()["explained_by"] == [], r.json()["summary"]
         singles = [*catalogue(read_golden(golden).params), FACTOR]
         pairs = sum(1 for a, b in combinations(singles, 2) if a.kind != b.kind)
         assert r.json()["hypotheses_tried"] == len(singles) + pairs <= MOST_TRIED, (n, r.json()["hypotheses_tried"])
@@ -98,9 +98,9 @@ def test_check_port_of_the_largest_iteration_count_finishes(tmp_path):
     port = _unexplained(golden, tmp_path / "p.safetensors")
     proc, _, _ = run_hc_process("check-port", port, "--golden", golden, "--json", timeout=120)
     doc = json.loads(proc.stdout)
-    assert proc.returncode == 1 and "no known mistake explains it" in doc["verdict"], proc.stderr
+    assert proc.returncode == 1 and "no known mistake explains it" in doc["summary"], proc.stderr
     explained = write_port(golden, tmp_path / "ten.safetensors", S.Variant(iters=10, comb_transposed=False))
     proc, _, _ = run_hc_process("check-port", explained, "--golden", golden, "--json", timeout=120)
     doc = json.loads(proc.stdout)
     assert proc.returncode == 1 and [e["mistakes"] for e in doc["explained_by"]][:1] == [
-        ["comb-untransposed", "iters-10"]], doc["verdict"]
+        ["comb-untransposed", "iters-10"]], doc["summary"]

@@ -41,14 +41,14 @@ def _judge_unmodified(lib: str, g, tensors):
     accepted (exit 0); the others match. Returns the worst ratio to the envelope."""
     if lib != "transformers":
         r = check_port(g, as_port(tensors), lib)
-        assert r.exit_code == 0 and r.verdict == MATCHES, r.verdict
+        assert r.exit_code == 0 and r.summary == MATCHES, r.summary
         return _worst(r)
     r = check_port(g, as_port(tensors), lib)
-    assert r.exit_code == 1 and r.departs_at.endswith(".streams_out"), r.verdict
-    assert r.explained_by[0].mistakes == ("bf16-write-back",), r.verdict
-    assert "a variant that transformers (DeepseekV4DecoderLayer) ships" in r.verdict and r.explained_by[0].cost_ulps > 1
+    assert r.exit_code == 1 and r.departs_at.endswith(".streams_out"), r.summary
+    assert r.explained_by[0].mistakes == ("bf16-write-back",), r.summary
+    assert "a variant that transformers (DeepseekV4DecoderLayer) ships" in r.summary and r.explained_by[0].cost_ulps > 1
     r = check_port(g, as_port(tensors), lib, accept=ACCEPT)
-    assert r.exit_code == 0 and r.verdict.startswith(f"{MATCHES}, given the accepted variant"), r.verdict
+    assert r.exit_code == 0 and r.summary.startswith(f"{MATCHES}, given the accepted variant"), r.summary
     return r.explained_by[0].worst
 
 
@@ -84,7 +84,7 @@ def test_a_chained_port_is_judged_from_its_own_inputs_and_says_so(hc, root, tmp_
     port = save_port(TF.port(g, chained=True), tmp_path / "tf.safetensors")
     r = hc("check-port", str(port), "--golden", g.path, "--accept", "bf16-write-back", "--json")
     doc = r.json()
-    assert r.exit_code == 0 and doc["exit_code"] == 0 and doc["accepted"] == ["bf16-write-back"], doc["verdict"]
+    assert r.exit_code == 0 and doc["exit_code"] == 0 and doc["accepted"] == ["bf16-write-back"], doc["summary"]
     used = {u["name"]: u for u in doc["inputs_used"]}
     # the bf16 write-back's streams differ from the golden's from the first written-back site on
     assert used["streams_in"]["sites"] == len(g.sites) and used["streams_in"]["differing"] > 0
@@ -242,14 +242,14 @@ def test_a_mistake_edited_into_a_library_is_named(root, monkeypatch, lib, key, h
     r = check_port(g, as_port(_port(lib, g, False, **kwargs)), lib)
     want = {key} | ({"bf16-write-back"} if how != "alone" else set())
     named = [set(e.mistakes) for e in r.explained_by]
-    assert r.exit_code == 1 and want in named, (r.verdict, [e.mistakes for e in r.explained_by])
+    assert r.exit_code == 1 and want in named, (r.summary, [e.mistakes for e in r.explained_by])
     if how != "alone":  # accepted, the rest of the port is judged: the mistake alone is left
         r = check_port(g, as_port(_port(lib, g, False, **kwargs)), lib, accept=ACCEPT)
-        assert r.exit_code == 1 and "on top of" in r.verdict and key in r.explained_by[0].mistakes, r.verdict
+        assert r.exit_code == 1 and "on top of" in r.summary and key in r.explained_by[0].mistakes, r.summary
 
 
 def test_the_unmodified_transformers_port_with_its_write_back_edited_to_float32_matches(root, monkeypatch):
     _tf_layer(monkeypatch, True)
     g = _golden(root, V4)
     r = check_port(g, as_port(TF.port(g, chained=True)), "transformers, float32 write-back")
-    assert r.exit_code == 0 and r.verdict == MATCHES, r.verdict
+    assert r.exit_code == 0 and r.summary == MATCHES, r.summary

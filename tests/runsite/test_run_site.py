@@ -29,7 +29,7 @@ def ckpts(tmp_path_factory):
 def _roundtrip(hc, source, tmp_path, *extra):
     golden = make_golden(source, tmp_path / "golden.safetensors", *extra)
     r = hc("check-port", str(golden), "--golden", str(golden), "--json")
-    assert r.exit_code == 0 and r.json()["verdict"] == "matches within float32 rounding", r.stdout + r.stderr
+    assert r.exit_code == 0 and r.json()["summary"] == "matches within float32 rounding", r.stdout + r.stderr
     r = hc("run-site", "--compare", str(golden), "--json")
     assert r.exit_code == 0 and r.json()["ok"] and all(s["differing"] == 0 for s in r.json()["steps"])
     return golden

@@ -15,7 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 
 from hccli.base.bounded import one_line
-from hccli.base.jsonable import NOT_IN_JSON
+from hccli.base.jsonable import INLINE, NOT_IN_JSON
 
 # findings of one code listed (people see the first 20 of them); the rest are one finding, counted
 MAX_FINDINGS_PER_CODE = 1000
@@ -79,6 +79,18 @@ class Finding:
     id: str | None = None  # a root cause's: the findings that follow from it name it as their cause
     cause: str | None = None  # the id of the root finding this one follows from
     subject: str | None = field(default=None, compare=False, metadata=NOT_IN_JSON)  # the tensor it is about
+
+
+@dataclass(frozen=True, slots=True)
+class SidedFinding:
+    """A finding of one of two checkpoints (hc diff's A or B): its keys, then which side."""
+
+    finding: Finding = field(metadata=INLINE)
+    side: str  # "a" | "b"
+
+
+def sided(findings, side: str) -> tuple[SidedFinding, ...]:
+    return tuple(SidedFinding(f, side) for f in findings)
 
 
 def finding(code: str, message: str, *, cause: str | None = None, subject: str | None = None,

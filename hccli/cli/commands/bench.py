@@ -123,7 +123,7 @@ def bench_cmd(
                            device=device, reps=reps, warmup=warmup, seed=seed, host=host)
     with progress_bar("timing") as tick:
         result = run_bench(request, progress=tick)
-    emit(result, json_out, lambda: render_bench.renderables(result))
+    emit(result, json_out, lambda: render_bench.renderables(result), command="bench")
 
 
 def _site(request: SiteBenchRequest, json_out: bool) -> None:
@@ -133,4 +133,4 @@ def _site(request: SiteBenchRequest, json_out: bool) -> None:
 
     with progress_bar("timing") as tick:
         result = run_site_bench(request, progress=tick)
-    emit(result, json_out, lambda: render_bench_site.renderables(result))
+    emit(result, json_out, lambda: render_bench_site.renderables(result), command="bench")

@@ -36,7 +36,7 @@ def list_cmd(json_out: JsonOpt = False) -> None:
     from hccli.cli.output import emit
 
     listing = list_cache()
-    emit(listing, json_out, lambda: render_cache.listing(listing))
+    emit(listing, json_out, lambda: render_cache.listing(listing), command="cache list")
 
 
 def stdin_is_terminal() -> bool:
@@ -90,11 +90,11 @@ def clear_cmd(
                           "pass --yes to remove, or --dry-run to list them")
         if not yes:
             if not json_out:
-                emit(plan, False, lambda: render_cache.cleared(plan, repo_id))
+                emit(plan, False, lambda: render_cache.cleared(plan, repo_id), command="cache clear")
             if not typer.confirm(f"Remove {what}?", default=False, err=True):
                 note("nothing removed")
                 if json_out:
-                    emit(plan, True, lambda: [])  # the plan, dry_run true: nothing was removed
+                    emit(plan, True, lambda: [], command="cache clear")  # the plan, dry_run true: nothing was removed
                 return
         cleared = clear_cache(repo_id, only=frozenset(r.folder for r in plan.removed))
-    emit(cleared, json_out, lambda: render_cache.cleared(cleared, repo_id))
+    emit(cleared, json_out, lambda: render_cache.cleared(cleared, repo_id), command="cache clear")

@@ -51,6 +51,6 @@ def check_port_cmd(
     g = read_golden(golden)
     steps, ignored = read_port(port, g)
     report = check_port(g, steps, str(port), ignored, tuple(accept or ()))
-    emit(report, json_out, lambda: render_port.renderables(report))
+    emit(report, json_out, lambda: render_port.renderables(report), command="check-port")
     if report.exit_code:
         raise typer.Exit(report.exit_code)

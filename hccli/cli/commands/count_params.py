@@ -84,11 +84,11 @@ def count_params(
         config, layers=layer_spec(layers), groups=group, roles=role, sites=site, components=component,
         stages=stages, by_layer=by_layer, model=model,
     )
-    emit(report, json_out, lambda: render_count.renderables(report))
+    emit(report, json_out, lambda: render_count.renderables(report), command="count-params")
     if plot is not None:
         from hccli.plot import write_plot
         from hccli.plot.params import params_data_from_json, plot_params
 
         # drawn from the JSON document itself, so that the bars are the figures --json prints
-        data = params_data_from_json(json_document(report), (convention or Convention.logical_params).value)
+        data = params_data_from_json(json_document(report, "count-params"), (convention or Convention.logical_params).value)
         note(safe(write_plot(plot, plot_params, data, forbidden_dir=guard)), wrap=False)

@@ -86,7 +86,7 @@ def diff_cmd(
             damage_warnings(vb.damage, vb.config_note)
             with progress_bar("comparing", enabled=not json_out, in_bytes=True) as tick:
                 report = build_diff(va, vb, request, progress=tick)
-    emit(report, json_out, lambda: render_diff.renderables(report, limit=limit))
+    emit(report, json_out, lambda: render_diff.renderables(report, limit=limit), command="diff")
     if plot is not None:
         from hccli.cli.output import note, safe
         from hccli.plot import write_plot

@@ -93,7 +93,7 @@ def inspect_cmd(
 
         check_plot(plot, forbidden_dir=guard)  # before any work: nothing printed when refused
     from hccli.base.words import plural
-    from hccli.cli.output import damage_warnings, emit, note, progress_bar, safe
+    from hccli.cli.output import damage_warnings, emit, note, progress_bar, safe, warn
     from hccli.inspecting.report import InspectRequest, build_inspect
 
     # --layers picks the HC sites where --hc or --stats shows them, and the tensors listed where a
@@ -113,11 +113,11 @@ def inspect_cmd(
     unreadable = [s for s in report.ckpt.shards if s.header is None]
     if unreadable and report.findings is None:
         for s in unreadable[:5]:
-            note(f"[yellow]warning:[/] shard not read: {safe(s.error or s.file)}", wrap=False)  # it names a file
+            warn(f"shard not read: {s.error or s.file}")
         if len(unreadable) > 5:
-            note(f"[yellow]warning:[/] ... and {plural(len(unreadable) - 5, 'more shard')} not read (--verify lists all)")
+            warn(f"... and {plural(len(unreadable) - 5, 'more shard')} not read (--verify lists all)")
     for line in report.notes:  # a GGUF split set not whole, HC values past inspect's bounds
-        note(f"[yellow]warning:[/] {safe(line)}", wrap=False)  # one line each: it names a file
+        warn(line)
     doc = report.document() if json_out or plot is not None else None
     figure = None
     if plot is not None:
@@ -135,11 +135,11 @@ def inspect_cmd(
         view = render_inspect.View(tree=tree, quiet=quiet, detail=hc, limit=limit, filters=filters)
         return render_inspect.renderables(report, view)
 
-    emit(doc, json_out, render)
+    emit(doc, json_out, render, command="inspect")
     if figure is not None:
         from hccli.plot import write_plot
         from hccli.plot.model import plot_model
 
         note(safe(write_plot(plot, plot_model, figure, forbidden_dir=guard)), wrap=False)
-    if report.errors:
-        raise typer.Exit(EXIT_FINDINGS)
+    if report.exit_code:
+        raise typer.Exit(report.exit_code)

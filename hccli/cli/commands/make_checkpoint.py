@@ -60,4 +60,5 @@ def make_checkpoint_cmd(
         done = make_checkpoint(config, outdir, phantom=phantom, seed=seed, force=force, progress=tick)
     kind = "phantom (sparse) " if done.phantom else ""
     emit(done, json_out, lambda: [f"wrote {kind}checkpoint {done.outdir}: {plural(done.shards, 'shard')}, "
-                                  f"{plural(done.tensors, 'tensor')}, {plural(done.total_size, 'byte')} of tensor data"])
+                                  f"{plural(done.tensors, 'tensor')}, {plural(done.total_size, 'byte')} of tensor data"],
+         command="make-checkpoint")

@@ -101,9 +101,9 @@ def run_kernel_cmd(
         from hccli.runkernel import golden
 
         result = golden.compare(golden.read(compare), impl.value, device, atol)
-        emit(result, json_out, lambda: render_kernel.comparison(result))
-        if not result.ok:
-            raise typer.Exit(1)
+        emit(result, json_out, lambda: render_kernel.comparison(result), command="run-kernel")
+        if result.exit_code:
+            raise typer.Exit(result.exit_code)
         return
 
     from hccli.runkernel.golden import check_save_target
@@ -130,7 +130,8 @@ def run_kernel_cmd(
     result = run(inp, impl.value, device)
     if save is not None:
         save_golden(result, save, force=force, protect=protect)  # checked again as it is written
-    emit(result.document(), json_out, lambda: render_kernel.renderables(result, limit=limit, saved=save))
+    emit(result.document(), json_out, lambda: render_kernel.renderables(result, limit=limit, saved=save),
+         command="run-kernel")
     if plot is not None:
         from hccli.plot import write_plot
         from hccli.plot.kernel import KernelFigureData, plot_kernel

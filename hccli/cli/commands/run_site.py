@@ -108,9 +108,9 @@ def run_site_cmd(
         from hccli.runsite.run import compare_file
 
         result = compare_file(compare, impl, device, atol)
-        emit(result, json_out, lambda: render_site.comparison(result))
-        if not result.ok:
-            raise typer.Exit(1)
+        emit(result, json_out, lambda: render_site.comparison(result), command="run-site")
+        if result.exit_code:
+            raise typer.Exit(result.exit_code)
         return
     from hccli.runsite.run import RunRequest, run_site
     from hccli.runsite.source import open_model, protected
@@ -132,7 +132,7 @@ def run_site_cmd(
     req = RunRequest(tokens, seed, streams, sublayer, layer_spec(layers), tuple(sites) if sites else None, precision.value, impl,
                      device)
     report = run_site(model, req, save, force=force)
-    emit(report, json_out, lambda: render_site.renderables(report))
+    emit(report, json_out, lambda: render_site.renderables(report), command="run-site")
     if plot is not None:
         from hccli.plot import write_plot
         from hccli.plot.site import SiteFigureData, plot_site

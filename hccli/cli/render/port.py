@@ -27,7 +27,7 @@ def renderables(r: PortReport) -> Iterator[Any]:
                  f"{u.first_site})" if u.differing else "the golden's own values")
         yield markup(f"judged from the port's own {u.name} at {u.sites} sites: {safe(drift)}")
     style = "green" if r.departs_at is None else "red"
-    yield markup(f"[{style}]{safe(r.verdict)}[/]")
+    yield markup(f"[{style}]{safe(r.summary)}[/]")
     for e in r.explained_by:
         yield markup(f"  {safe(e.text)}: {safe('; '.join(e.reports))}")
     for c in r.closest:
