@@ -35,7 +35,7 @@ LayerOpt = layers_option("--layer", "-l", help="List tensors of these layers (3,
 DtypeOpt = Annotated[Optional[str], typer.Option(
     "--dtype", parser=parse_dtype, metavar="DTYPE", help="List tensors of this dtype, e.g. F32.")]
 TensorsOpt = Annotated[bool, typer.Option("--tensors", help="List every tensor (up to --limit).")]
-LimitOpt = Annotated[int, typer.Option("--limit", help="Rows of the tensor list to print.", min=1)]
+LimitOpt = Annotated[int, typer.Option("--limit", help="Rows of the tensor list to print, at least 1.", min=1)]
 HcLayerOpt = layers_option(
     "--hc-layer", help="Show these layers' HC sites in full: base split into pre/post/comb and the comb matrix.")
 TreeOpt = Annotated[bool, typer.Option(

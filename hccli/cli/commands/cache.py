@@ -9,13 +9,20 @@ from hccli.cli.options import JsonOpt
 
 EPILOG = """Examples:
 
-  hc cache list                                  # every cached repository, commit and file, with sizes
+\b
+  # every cached repository, commit and file, with sizes
+  hc cache list
 
+\b
   hc cache list --json
 
-  hc cache clear deepseek-ai/DeepSeek-V4-Flash   # one repository's entries
+\b
+  # one repository's entries
+  hc cache clear deepseek-ai/DeepSeek-V4-Flash
 
-  hc cache clear                                 # everything hc cached
+\b
+  # everything hc cached
+  hc cache clear
 """
 
 cache_app = HcTyper(

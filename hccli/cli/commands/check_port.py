@@ -10,10 +10,15 @@ from hccli.cli.options import JsonOpt, input_file
 
 EPILOG = """Examples:
 
-  hc run-site /tmp/tiny --save golden.safetensors                  # the inputs and every step
+\b
+  # the inputs and every step
+  hc run-site /tmp/tiny --save golden.safetensors
 
-  hc check-port port.safetensors --golden golden.safetensors       # a port's outputs, same names
+\b
+  # a port's outputs, same names
+  hc check-port port.safetensors --golden golden.safetensors
 
+\b
   hc check-port port.safetensors --golden golden.safetensors --json
 
 Exit status: 0 the port matches within float32 rounding, 1 it departs, 2 bad input.
