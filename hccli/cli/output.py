@@ -5,11 +5,15 @@ The one sink: a command hands its one result object (a frozen dataclass from its
 numbers as "nan", "inf", "-inf"), or prints what the command's cli/render/ module draws from it.
 
 The one width rule, for stdout and stderr alike: `COLUMNS` when it is set (on a terminal or
-not); otherwise a terminal's own width, and no wrapping at all when piped (a line there is
-data). Whatever the width, nothing is cut and no word is split: a table's columns are never
-narrower than their widest word (than the whole cell where a column does not wrap: names,
-keys, numbers), cells wrap at spaces only, and a table that then needs more than the width runs
-past it whole; nothing ends in "..." (rich's cropping is off).
+not), otherwise a terminal's own width; piped, 120 for prose, and a table row (or a tree's line)
+stays one long record, whole, for a script to read (table rows are told by their box-drawing
+characters). Within a width a table fits: its columns give way by priority, a wrapping column
+(prose) down to its widest word first, then names and keys, folded onto further lines, then
+prose below its widest word; a number (a right-justified column) is never narrowed, wrapped
+or cut: where numbers alone need more than the width, the table runs past it whole. A table's
+title is a line of prose above it, wrapped to the width. A word of prose longer than the width
+runs past it whole; nothing ends in "..." (rich's cropping is off). The boundary's `hc: error:`
+line and each `warning:` line are one line whatever the width: a record that scripts grep.
 """
 
 from __future__ import annotations
@@ -30,20 +34,33 @@ _stdout: Console | None = None
 _stderr: Console | None = None
 
 
-# Wide enough that no real line wraps; rich pads nothing to it (tables are not expanded). Also
-# the most COLUMNS is taken at.
+# The most COLUMNS is taken at, and the most a piped table row runs to.
 _PIPE_WIDTH = 100_000
+# Piped, prose wraps here: a line that long still reads in a pager or a log, and no summary
+# of ours is a record a script would need whole (--json is that).
+PIPED_PROSE = 120
+# A name column (or prose below its widest word) gives way down to this many characters.
+_NAME_FLOOR = 12
 
 
 def width_for(is_terminal: bool) -> int | None:
     """The one width rule (see the module's docstring): COLUMNS when set, a terminal's own width
-    (None: rich asks the terminal), or unwrapped when piped."""
+    (None: rich asks the terminal), or 120 for prose when piped."""
+    return _columns() or (None if is_terminal else PIPED_PROSE)
+
+
+def _columns() -> int | None:
     import os
 
     columns = os.environ.get("COLUMNS", "").strip()
     if columns.isdigit() and columns.isascii() and int(columns) > 0:
         return min(int(columns), _PIPE_WIDTH)
-    return None if is_terminal else _PIPE_WIDTH
+    return None
+
+
+def _whole_rows(con: Console) -> bool:
+    """Piped with no COLUMNS: a table row is a record, drawn whole at the width it needs."""
+    return not con.is_terminal and _columns() is None
 
 
 def _console_class() -> type:
@@ -117,55 +134,141 @@ def emit(result: Any, json_out: bool, render: Callable[[], Iterable[Any]]) -> No
         show(*render())
 
 
-def unclipped(r: Any) -> Any:
-    """A table under the width rule: no column narrower than its widest word (the whole cell, in a
-    column that does not wrap), nor the table than its title's; cells then wrap at spaces only.
-    (A column's default overflow would end a cell in "...", a wrong number; a column squeezed
-    under a word would fold a name or a key mid-word.)"""
+def _measure(con: Console, cell: Any) -> tuple[int, int]:
+    from rich.measure import Measurement
+
+    m = Measurement.get(con, con.options.update_width(_PIPE_WIDTH), cell)  # unclamped by the width
+    return m.minimum, m.maximum
+
+
+def _give_way(widths: list[int], floors: list[int], excess: int) -> int:
+    """Narrow the widest column above its floor, one character at a time, until `excess` is gone
+    (or no column can give more); returns the excess left."""
+    while excess > 0:
+        room = [(w, i) for i, (w, f) in enumerate(zip(widths, floors)) if w > f]
+        if not room:
+            break
+        widths[max(room)[1]] -= 1
+        excess -= 1
+    return excess
+
+
+def _plan(r: Any) -> tuple[list[int], list[list[int]], int]:
+    """A table's columns: their natural widths (the widest cell, whole), the floors they give way
+    to, stage by stage (see the module's docstring), and the padding and separators around them."""
+    con = console()
+    cols = r.columns
+    sizes = [[_measure(con, cell) for cell in (col.header, *col._cells) if cell is not None] or [(0, 0)]
+             for col in cols]
+    words = [max(lo for lo, _ in s) for s in sizes]  # a column's widest word
+    natural = [max(hi for _, hi in s) for s in sizes]
+    header = [_measure(con, col.header)[0] if col.header else 0 for col in cols]
+    number = [col.justify == "right" for col in cols]
+    prose = [not (n or col.no_wrap) for n, col in zip(number, cols)]
+    name = [min(n, max(h, _NAME_FLOOR)) for n, h in zip(natural, header)]
+    # 1. prose wraps at spaces; 2. names and keys fold; 3. prose folds; numbers never give way
+    stages = [[w if p else n for w, p, n in zip(words, prose, natural)],
+              [n if num or p else min(w, nm) for n, num, p, w, nm in zip(natural, number, prose, words, name)],
+              [n if num else min(w, nm) for n, num, w, nm in zip(natural, number, words, name)]]
+    return natural, stages, _measure(con, r)[1] - sum(natural)
+
+
+def fitted(r: Any, width: int) -> Any:
+    """A table under the width rule, its columns' widths set so that it fits `width` where its
+    numbers allow. Other renderables pass as they are."""
     from rich.table import Table  # here, not at import: count-params starts without it
 
-    if not isinstance(r, Table):
+    if not isinstance(r, Table) or not r.columns:
         return r
-    con = console()
-    if con.width < _PIPE_WIDTH:  # unwrapped, nothing is squeezed: nothing to measure
-        from rich.measure import Measurement
-
-        options = con.options.update_width(_PIPE_WIDTH)  # measured unclamped by the width
-        for col in r.columns:
-            widest = Measurement.get(con, options, col.header).minimum if col.header else 0
-            for cell in col.cells:
-                m = Measurement.get(con, options, cell)
-                widest = max(widest, m.maximum if col.no_wrap else m.minimum)
-            col.min_width = max(col.min_width or 0, widest)
-        if r.title:
-            r.min_width = max(r.min_width or 0, Measurement.get(con, options, r.title).minimum)
-    for col in r.columns:
-        col.overflow = "fold"  # (never reached for a word: see above)
+    natural, stages, overhead = _plan(r)
+    widths = list(natural)
+    excess = sum(widths) + overhead - width
+    for floors in stages:
+        excess = _give_way(widths, [min(f, w) for f, w in zip(floors, widths)], excess)
+    for col, w, n in zip(r.columns, widths, natural):
+        col.width = w
+        col.overflow = "fold"  # a name narrower than itself folds whole onto the next line
+        col.no_wrap = w >= n and col.no_wrap
     return r
 
 
-def _print(con: Console, r: Any) -> None:
-    """One renderable under the width rule: one that needs more than the width (a word longer than
-    it, a table of such columns) is drawn at the width it needs, past the edge, whole."""
-    width = con.width
-    if width < _PIPE_WIDTH:
-        from rich.measure import Measurement
+def _least(r: Any) -> int:
+    _, stages, overhead = _plan(r)
+    return sum(stages[-1]) + overhead
 
-        need = Measurement.get(con, con.options.update_width(_PIPE_WIDTH), r).minimum
-        if need > width:
-            con.width = need  # (print itself takes no width past the console's)
-            try:
-                con.print(r, crop=False)
-            finally:
-                con.width = width
-            return
+
+def split(r: Any, width: int) -> list[Any]:
+    """A table whose numbers alone need more than `width`, as tables of fewer columns that fit,
+    each led by the first column (the row's name): a wide table's figures are never cut."""
+    from rich.table import Table
+
+    if not isinstance(r, Table) or len(r.columns) < 3 or r.columns[0].justify == "right" or _least(r) <= width:
+        return [r]
+
+    def part(indices: list[int]) -> Any:
+        t = Table(show_edge=r.show_edge, box=r.box, show_header=r.show_header, header_style=r.header_style)
+        for i in indices:
+            c = r.columns[i]
+            t.add_column(c.header, justify=c.justify, no_wrap=c.no_wrap, style=c.style, header_style=c.header_style)
+        for row in range(r.row_count):
+            t.add_row(*(r.columns[i]._cells[row] for i in indices), style=r.rows[row].style,
+                      end_section=r.rows[row].end_section)
+        return t
+
+    parts, chunk = [], [0]
+    for i in range(1, len(r.columns)):
+        if len(chunk) > 1 and _least(part([*chunk, i])) > width:
+            parts.append(part(chunk))
+            chunk = [0]
+        chunk.append(i)
+    return [*parts, part(chunk)]
+
+
+def _print(con: Console, r: Any) -> None:
+    """One renderable under the width rule: a table, a tree piped (whole rows) or one that needs
+    more than the width (a word longer than it, numbers wider than it) is drawn at the width it
+    needs, past the edge, whole."""
+    from rich.measure import Measurement
+
+    width = con.width
+    whole = _whole_rows(con) and type(r).__name__ in ("Table", "Tree")
+    m = Measurement.get(con, con.options.update_width(_PIPE_WIDTH), r)
+    need = m.maximum if whole else m.minimum
+    if need > width:
+        con.width = need  # (print itself takes no width past the console's)
+        try:
+            con.print(r, crop=False)
+        finally:
+            con.width = width
+        return
     con.print(r, crop=False)
 
 
+def _titled(r: Any) -> list[Any]:
+    """A table's title as a line of prose of its own above it: wrapped to the width, not to the
+    table's (a piped table's row runs long; a fitted table may be narrow)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    if not isinstance(r, Table) or not r.title:
+        return [r]
+    title = r.title if isinstance(r.title, Text) else Text.from_markup(r.title, style="table.title", emoji=False)
+    r.title = None
+    return [title, r]
+
+
 def show(*renderables: Any) -> None:
+    con = console()
     with _writing_stdout():
         for r in renderables:
-            _print(console(), unclipped(r))
+            for part in _titled(r):
+                if _whole_rows(con):
+                    _print(con, part)
+                    continue
+                for i, piece in enumerate(split(part, con.width)):
+                    if i:
+                        con.print()  # a blank line between the parts of a split table
+                    _print(con, fitted(piece, con.width))
 
 
 def note(text: str, *, wrap: bool = True) -> None:
