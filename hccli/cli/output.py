@@ -166,10 +166,13 @@ def _plan(r: Any) -> tuple[list[int], list[list[int]], int]:
     number = [col.justify == "right" for col in cols]
     prose = [not (n or col.no_wrap) for n, col in zip(number, cols)]
     name = [min(n, max(h, _NAME_FLOOR)) for n, h in zip(natural, header)]
+    # a number stays whole; its header may wrap at its spaces ("max |diff| vs torch")
+    figure = [max([h] + [_measure(con, cell)[1] for cell in col._cells]) for h, col in zip(header, cols)]
     # 1. prose wraps at spaces; 2. names and keys fold; 3. prose folds; numbers never give way
-    stages = [[w if p else n for w, p, n in zip(words, prose, natural)],
-              [n if num or p else min(w, nm) for n, num, p, w, nm in zip(natural, number, prose, words, name)],
-              [n if num else min(w, nm) for n, num, w, nm in zip(natural, number, words, name)]]
+    stages = [[w if p else (f if num else n) for w, p, n, num, f in zip(words, prose, natural, number, figure)],
+              [f if num else n if p else min(w, nm) for f, num, p, n, w, nm in
+               zip(figure, number, prose, natural, words, name)],
+              [f if num else min(w, nm) for f, num, w, nm in zip(figure, number, words, name)]]
     return natural, stages, _measure(con, r)[1] - sum(natural)
 
 
@@ -202,7 +205,7 @@ def split(r: Any, width: int) -> list[Any]:
     each led by the first column (the row's name): a wide table's figures are never cut."""
     from rich.table import Table
 
-    if not isinstance(r, Table) or len(r.columns) < 3 or r.columns[0].justify == "right" or _least(r) <= width:
+    if not isinstance(r, Table) or len(r.columns) < 3 or _least(r) <= width:
         return [r]
 
     def part(indices: list[int]) -> Any:
