@@ -8,9 +8,11 @@ The one width rule, for stdout and stderr alike: `COLUMNS` when it is set (on a 
 not), otherwise a terminal's own width; piped, 120 for prose, and a table row (or a tree's line)
 stays one long record, whole, for a script to read (table rows are told by their box-drawing
 characters). Within a width a table fits: its columns give way by priority, a wrapping column
-(prose) down to its widest word first, then names and keys, folded onto further lines, then
-prose below its widest word; a number (a right-justified column) is never narrowed, wrapped
-or cut: where numbers alone need more than the width, the table runs past it whole. A table's
+(prose) down to its widest word first, then names, folded onto further lines; a number (a
+right-justified column), a word of prose and a column its renderer gave a min_width (a JSON
+key) never give way: a table that still needs more than the width is split into tables of
+fewer columns, each led by the first (the row's name), and runs past the width only where one
+column of them alone is wider. A table's
 title is a line of prose above it, wrapped to the width. A word of prose longer than the width
 runs past it whole; nothing ends in "..." (rich's cropping is off). The boundary's `hc: error:`
 line and each `warning:` line are one line whatever the width: a record that scripts grep.
@@ -168,11 +170,11 @@ def _plan(r: Any) -> tuple[list[int], list[list[int]], int]:
     name = [min(n, max(h, _NAME_FLOOR)) for n, h in zip(natural, header)]
     # a number stays whole; its header may wrap at its spaces ("max |diff| vs torch")
     figure = [max([h] + [_measure(con, cell)[1] for cell in col._cells]) for h, col in zip(header, cols)]
-    # 1. prose wraps at spaces; 2. names and keys fold; 3. prose folds; numbers never give way
+    # 1. prose wraps at spaces; 2. names fold; numbers, words of prose and a column the renderer
+    # gave a min_width (a JSON key) never give way: such a table is split instead (split())
     stages = [[w if p else (f if num else n) for w, p, n, num, f in zip(words, prose, natural, number, figure)],
-              [f if num else n if p else min(w, nm) for f, num, p, n, w, nm in
-               zip(figure, number, prose, natural, words, name)],
-              [f if num else min(w, nm) for f, num, w, nm in zip(figure, number, words, name)]]
+              [f if num else w if p else min(w, nm) for f, num, p, w, nm in zip(figure, number, prose, words, name)]]
+    stages = [[max(f, min(col.min_width or 0, n)) for f, col, n in zip(floors, cols, natural)] for floors in stages]
     return natural, stages, _measure(con, r)[1] - sum(natural)
 
 
@@ -212,7 +214,8 @@ def split(r: Any, width: int) -> list[Any]:
         t = Table(show_edge=r.show_edge, box=r.box, show_header=r.show_header, header_style=r.header_style)
         for i in indices:
             c = r.columns[i]
-            t.add_column(c.header, justify=c.justify, no_wrap=c.no_wrap, style=c.style, header_style=c.header_style)
+            t.add_column(c.header, justify=c.justify, no_wrap=c.no_wrap, style=c.style, header_style=c.header_style,
+                         min_width=c.min_width)
         for row in range(r.row_count):
             t.add_row(*(r.columns[i]._cells[row] for i in indices), style=r.rows[row].style,
                       end_section=r.rows[row].end_section)
