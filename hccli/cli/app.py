@@ -27,6 +27,7 @@ from typer.core import TyperArgument, TyperCommand, TyperGroup
 from hccli import __version__
 from hccli.base.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, HcError
 from hccli.base import interrupts
+from hccli.cli import help_style
 
 if _gc_on:
     gc.enable()  # a library user's (or a test's) process keeps its GC
@@ -102,6 +103,10 @@ def _parsed(parse_args, ctx, args):
 class _HcSubGroup(TyperGroup):
     """A group of commands (the root, `hc cache`): no command is a usage error like any other."""
 
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        help_style.apply(self)
+
     def parse_args(self, ctx, args):
         if not args and self.no_args_is_help and not ctx.resilient_parsing:
             # click's own answer would print the whole help on stdout, as it builds its message
@@ -170,6 +175,14 @@ def _refuse_repeats(command, ctx, args) -> list[str]:
 
 
 class _HcCommand(TyperCommand):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        help_style.apply(self)
+
+    def format_help(self, ctx, formatter):
+        with help_style.ranges_unsaid(self.params):
+            return super().format_help(ctx, formatter)
+
     def parse_args(self, ctx, args):
         _parsed(lambda c, a: _refuse_repeats(self, c, a), ctx, args)
         return _parsed(super().parse_args, ctx, args)

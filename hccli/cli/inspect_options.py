@@ -37,7 +37,7 @@ DtypeOpt = Annotated[Optional[str], typer.Option(
     "--dtype", parser=parse_dtype, metavar="DTYPE", help="List tensors of this dtype, e.g. F32.")]
 TensorsOpt = Annotated[bool, typer.Option("--tensors", help="List every tensor (up to --limit).")]
 LimitOpt = Annotated[int, typer.Option("--limit", callback=at_least("--limit", 1),
-                                       help="Rows of the tensor list to print (at least 1).")]
+                                       help="Rows of the tensor list to print, at least 1.")]
 HcOpt = Annotated[bool, typer.Option(
     "--hc", help="Show the HC sites in full (of --layers, default all): base split into pre/post/comb and the "
                  "comb matrix.")]

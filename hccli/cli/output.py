@@ -7,11 +7,17 @@ exit code, verdict, warnings, findings, then the fields), or prints what the com
 module draws from it. Every `warning:` line goes through `warn`, which keeps it for the envelope.
 
 The one width rule, for stdout and stderr alike: `COLUMNS` when it is set (on a terminal or
-not); otherwise a terminal's own width, and no wrapping at all when piped (a line there is
-data). Whatever the width, nothing is cut and no word is split: a table's columns are never
-narrower than their widest word (than the whole cell where a column does not wrap: names,
-keys, numbers), cells wrap at spaces only, and a table that then needs more than the width runs
-past it whole; nothing ends in "..." (rich's cropping is off).
+not), otherwise a terminal's own width; piped, 120 for prose, and a table row (or a tree's line)
+stays one long record, whole, for a script to read (table rows are told by their box-drawing
+characters). Within a width a table fits: its columns give way by priority, a wrapping column
+(prose) down to its widest word first, then names, folded onto further lines; a number (a
+right-justified column), a word of prose and a column its renderer gave a min_width (a JSON
+key) never give way: a table that still needs more than the width is split into tables of
+fewer columns, each led by the first (the row's name), and runs past the width only where one
+column of them alone is wider. A table's
+title is a line of prose above it, wrapped to the width. A word of prose longer than the width
+runs past it whole; nothing ends in "..." (rich's cropping is off). The boundary's `hc: error:`
+line and each `warning:` line are one line whatever the width: a record that scripts grep.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from hccli.base.jsonable import to_jsonable  # noqa: F401 - the output layer's one converter, re-exported
+from hccli.cli.tables import PIPE_WIDTH as _PIPE_WIDTH, fitted, split
 
 if TYPE_CHECKING:  # rich loads with the first console: `--json` output never needs one
     from rich.console import Console
@@ -32,20 +39,29 @@ _stdout: Console | None = None
 _stderr: Console | None = None
 
 
-# Wide enough that no real line wraps; rich pads nothing to it (tables are not expanded). Also
-# the most COLUMNS is taken at.
-_PIPE_WIDTH = 100_000
+# Piped, prose wraps here: a line that long still reads in a pager or a log, and no summary
+# of ours is a record a script would need whole (--json is that).
+PIPED_PROSE = 120
 
 
 def width_for(is_terminal: bool) -> int | None:
     """The one width rule (see the module's docstring): COLUMNS when set, a terminal's own width
-    (None: rich asks the terminal), or unwrapped when piped."""
+    (None: rich asks the terminal), or 120 for prose when piped."""
+    return _columns() or (None if is_terminal else PIPED_PROSE)
+
+
+def _columns() -> int | None:
     import os
 
     columns = os.environ.get("COLUMNS", "").strip()
     if columns.isdigit() and columns.isascii() and int(columns) > 0:
         return min(int(columns), _PIPE_WIDTH)
-    return None if is_terminal else _PIPE_WIDTH
+    return None
+
+
+def _whole_rows(con: Console) -> bool:
+    """Piped with no COLUMNS: a table row is a record, drawn whole at the width it needs."""
+    return not con.is_terminal and _columns() is None
 
 
 def _console_class() -> type:
@@ -161,55 +177,51 @@ def emit(result: Any, json_out: bool, render: Callable[[], Iterable[Any]], *, co
         show(*render())
 
 
-def unclipped(r: Any) -> Any:
-    """A table under the width rule: no column narrower than its widest word (the whole cell, in a
-    column that does not wrap), nor the table than its title's; cells then wrap at spaces only.
-    (A column's default overflow would end a cell in "...", a wrong number; a column squeezed
-    under a word would fold a name or a key mid-word.)"""
-    from rich.table import Table  # here, not at import: count-params starts without it
-
-    if not isinstance(r, Table):
-        return r
-    con = console()
-    if con.width < _PIPE_WIDTH:  # unwrapped, nothing is squeezed: nothing to measure
-        from rich.measure import Measurement
-
-        options = con.options.update_width(_PIPE_WIDTH)  # measured unclamped by the width
-        for col in r.columns:
-            widest = Measurement.get(con, options, col.header).minimum if col.header else 0
-            for cell in col.cells:
-                m = Measurement.get(con, options, cell)
-                widest = max(widest, m.maximum if col.no_wrap else m.minimum)
-            col.min_width = max(col.min_width or 0, widest)
-        if r.title:
-            r.min_width = max(r.min_width or 0, Measurement.get(con, options, r.title).minimum)
-    for col in r.columns:
-        col.overflow = "fold"  # (never reached for a word: see above)
-    return r
-
-
 def _print(con: Console, r: Any) -> None:
-    """One renderable under the width rule: one that needs more than the width (a word longer than
-    it, a table of such columns) is drawn at the width it needs, past the edge, whole."""
-    width = con.width
-    if width < _PIPE_WIDTH:
-        from rich.measure import Measurement
+    """One renderable under the width rule: a table, a tree piped (whole rows) or one that needs
+    more than the width (a word longer than it, numbers wider than it) is drawn at the width it
+    needs, past the edge, whole."""
+    from rich.measure import Measurement
 
-        need = Measurement.get(con, con.options.update_width(_PIPE_WIDTH), r).minimum
-        if need > width:
-            con.width = need  # (print itself takes no width past the console's)
-            try:
-                con.print(r, crop=False)
-            finally:
-                con.width = width
-            return
+    width = con.width
+    whole = _whole_rows(con) and type(r).__name__ in ("Table", "Tree")
+    m = Measurement.get(con, con.options.update_width(_PIPE_WIDTH), r)
+    need = m.maximum if whole else m.minimum
+    if need > width:
+        con.width = need  # (print itself takes no width past the console's)
+        try:
+            con.print(r, crop=False)
+        finally:
+            con.width = width
+        return
     con.print(r, crop=False)
 
 
+def _titled(r: Any) -> list[Any]:
+    """A table's title as a line of prose of its own above it: wrapped to the width, not to the
+    table's (a piped table's row runs long; a fitted table may be narrow)."""
+    from rich.table import Table
+    from rich.text import Text
+
+    if not isinstance(r, Table) or not r.title:
+        return [r]
+    title = r.title if isinstance(r.title, Text) else Text.from_markup(r.title, style="table.title", emoji=False)
+    r.title = None
+    return [title, r]
+
+
 def show(*renderables: Any) -> None:
+    con = console()
     with _writing_stdout():
         for r in renderables:
-            _print(console(), unclipped(r))
+            for part in _titled(r):
+                if _whole_rows(con):
+                    _print(con, part)
+                    continue
+                for i, piece in enumerate(split(con, part, con.width)):
+                    if i:
+                        con.print()  # a blank line between the parts of a split table
+                    _print(con, fitted(con, piece, con.width))
 
 
 def note(text: str, *, wrap: bool = True) -> None:

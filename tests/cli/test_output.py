@@ -21,12 +21,25 @@ def test_piped_tables_keep_every_figure_whole():
     assert f"{model['stored_bytes']:,}" in out or f"{model['logical_params']:,}" in out
 
 
-def test_piped_long_lines_are_not_wrapped(tmp_path):
+def test_piped_prose_wraps_at_120_and_table_rows_stay_whole(tmp_path):
     from ckpt_tools import tiny
 
-    out = run_hc("inspect", tiny(tmp_path / "t")).stdout
+    out = run_hc("inspect", tiny(tmp_path / "t"), "--stats").stdout
     summary = [line for line in out.splitlines() if "stored bytes" in line]
-    assert len(summary) == 1 and len(summary[0]) > 80 and "logical parameters (" in summary[0]
+    assert len(summary) == 1 and 80 < len(summary[0]) <= output.PIPED_PROSE and "logical parameters (" in summary[0]
+    rows = [line for line in out.splitlines() if line.lstrip().startswith("layers.0.hc_attn_fn ")]
+    assert len(rows) == 1 and len(rows[0]) > 80 and rows[0].rstrip().endswith(" 0")  # one record: name to non-finite
+
+
+def test_a_table_fits_80_columns_by_splitting_where_its_numbers_need_more(tmp_path, monkeypatch):
+    from ckpt_tools import tiny
+
+    monkeypatch.setenv("COLUMNS", "80")
+    monkeypatch.setattr(output, "_stdout", None)  # the console takes its width when it is made
+    out = run_hc("inspect", tiny(tmp_path / "t"), "--stats").stdout
+    assert max(map(len, out.splitlines())) <= 80
+    rows = [line.split() for line in out.splitlines() if line.lstrip().startswith("layers.0.hc_attn_fn ")]
+    assert len(rows) == 2 and rows[0][-1] != "0" and rows[1][-1] == "0"  # the name leads both parts
 
 
 def test_a_narrow_terminal_folds_numbers_instead_of_cutting_them(monkeypatch):

@@ -130,7 +130,9 @@ def test_markup_in_gguf_names_and_metadata_prints_as_written(hc, tiny, tmp_path)
     extra = [(name, np.zeros(4, np.float32), None) for name in MARKUP]
     path = _gguf(tmp_path / "m.gguf", hc_values(tiny), tensors=extra, strings=[(MARKUP[1], MARKUP[0])])
     out = hc("inspect", path).stdout
-    line = next(ln for ln in out.splitlines() if ln.startswith("GGUF architecture"))
+    lines = out.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.startswith("GGUF architecture"))
+    line = " ".join(ln.strip() for ln in lines[at:at + 2])  # piped, prose wraps at 120: the line goes on on the next
     assert f"{MARKUP[1]} {MARKUP[0]}" in line and "\\" not in line, line
     line = next(ln for ln in hc("diff", tiny, path).stdout.splitlines() if ln.startswith("only in B"))
     assert line.endswith(f"e.g. {MARKUP[0]}, {MARKUP[1]}"), line

@@ -34,7 +34,7 @@ def test_a_selection_prints_the_summary_line_and_its_rows_only(tiny_ckpt):
     assert lines[0].startswith(str(tiny_ckpt)) and "792 tensors" in lines[1]
     rows = [line for line in lines if line.lstrip().startswith("layers.")]
     assert [row.split()[0] for row in rows] == ["layers.3.hc_attn_base", "layers.3.hc_attn_fn", "layers.3.hc_attn_scale"]
-    assert len(lines) == 2 + 1 + 2 + 3  # summary, title, header and rule, the rows
+    assert len(lines) == 3 + 1 + 2 + 3  # summary (piped prose wraps at 120: two lines), title, header and rule, the rows
     for unasked in ("Bytes per dtype", "repeated", "Hyper-connections", "dialect:"):
         assert unasked not in r.stdout
 
@@ -173,13 +173,13 @@ def test_names_keys_and_numbers_are_never_split(tiny_ckpt, monkeypatch, width):
 
 
 def test_a_huge_columns_is_bounded(tiny_ckpt, columns):
-    from hccli.cli.output import _PIPE_WIDTH, width_for
+    from hccli.cli.output import _PIPE_WIDTH, PIPED_PROSE, width_for
 
     columns("9" * 40)
     assert width_for(False) == _PIPE_WIDTH and width_for(True) == _PIPE_WIDTH
     for bad in ("", "0", "-5", "80x", "٣"):
         columns(bad)
-        assert width_for(False) == _PIPE_WIDTH and width_for(True) is None
+        assert width_for(False) == PIPED_PROSE and width_for(True) is None  # piped: prose wraps at 120
     assert run_hc("inspect", tiny_ckpt).exit_code == 0
 
 

@@ -19,18 +19,30 @@ SITE_NORM_EPS = 1e-20  # V4.1-Flash's norm_eps, the shapes the site benchmark is
 
 EPILOG = """Examples:
 
-  hc bench                                        # every implementation, 1 .. 16M tokens
+\b
+  # every implementation, 1 .. 16M tokens
+  hc bench
 
+\b
   hc bench --tokens 4096 --tokens 16777216 --impl exact --impl fast
 
-  hc bench --json > bench.json                    # with device, driver and versions
+\b
+  # with device, driver and versions
+  hc bench --json > bench.json
 
-  hc bench --host                                 # also the host time of one eager call
+\b
+  # also the host time of one eager call
+  hc bench --host
 
-  hc bench --device cpu                           # no GPU: the torch reference on the CPU
+\b
+  # no GPU: the torch reference on the CPU
+  hc bench --device cpu
 
-  hc bench --op site-pre --json > pre.json        # the site's pre step: eager, TileKernels, site_pre
+\b
+  # the site's pre step: eager, TileKernels, site_pre
+  hc bench --op site-pre --json > pre.json
 
+\b
   hc bench --op site-write --dim 4096 --stream-dtype f32
 """
 

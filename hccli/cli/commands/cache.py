@@ -9,15 +9,24 @@ from hccli.cli.options import JsonOpt
 
 EPILOG = """Examples:
 
-  hc cache list                                  # every cached repository, commit and file, with sizes
+\b
+  # every cached repository, commit and file, with sizes
+  hc cache list
 
+\b
   hc cache list --json
 
-  hc cache clear deepseek-ai/DeepSeek-V4-Flash   # one repository's entries
+\b
+  # one repository's entries
+  hc cache clear deepseek-ai/DeepSeek-V4-Flash
 
-  hc cache clear --dry-run                       # what would be removed, and its size
+\b
+  # what would be removed, and its size
+  hc cache clear --dry-run
 
-  hc cache clear --yes                           # everything hc cached, without asking
+\b
+  # everything hc cached, without asking
+  hc cache clear --yes
 """
 
 cache_app = HcTyper(

@@ -15,10 +15,15 @@ accept_callback = choices_callback({k: k for k in ACCEPTABLE}, ", ".join(ACCEPTA
 
 EPILOG = """Examples:
 
-  hc run-site /tmp/tiny --save golden.safetensors                  # the inputs and every step
+\b
+  # the inputs and every step
+  hc run-site /tmp/tiny --save golden.safetensors
 
-  hc check-port port.safetensors --golden golden.safetensors       # a port's outputs, same names
+\b
+  # a port's outputs, same names
+  hc check-port port.safetensors --golden golden.safetensors
 
+\b
   hc check-port port.safetensors --golden golden.safetensors --json
 
   hc check-port tf.safetensors --golden golden.safetensors --accept bf16-write-back   # transformers' own

@@ -18,17 +18,27 @@ from hccli.cli.output import emit, json_document, note, safe
 
 EPILOG = """Examples:
 
-  hc count-params                                   # bundled V4.1-Flash config, HC of the text path
+\b
+  # bundled V4.1-Flash config, HC of the text path
+  hc count-params
 
-  hc count-params --group 2-7 --role reuse --site attn --component comb    # 17 x 5 = 85
+\b
+  # 17 x 5 = 85
+  hc count-params --group 2-7 --role reuse --site attn --component comb
 
+\b
   hc count-params --layers 3-7 --site attn --component comb --json
 
+\b
   hc count-params sample_configs/deepseek-v4-pro.hf.json --by-layer
 
-  hc count-params sample_configs/deepseek-v4.1-flash.json --model   # every counting convention
+\b
+  # every counting convention
+  hc count-params sample_configs/deepseek-v4.1-flash.json --model
 
-  hc count-params --model --plot params.png --convention stored_bytes  # and a picture
+\b
+  # and a picture
+  hc count-params --model --plot params.png --convention stored_bytes
 """
 
 class Convention(Choice):

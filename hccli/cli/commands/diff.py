@@ -11,15 +11,24 @@ from hccli.cli.options import (Choice, JsonOpt, LayersOpt, PlotOpt, SitesOpt, at
 
 EPILOG = """Examples:
 
-  hc diff /ckpt/DeepSeek-V4-Flash model-f16.gguf            # exit 1 if an HC value changed
+\b
+  # exit 1 if an HC value changed
+  hc diff /ckpt/DeepSeek-V4-Flash model-f16.gguf
 
+\b
   hc diff release/ converted/ --atol 1e-3 --rtol 1e-2 --json
 
-  hc diff release/ converted/ --values all                   # every shared tensor too, streamed
+\b
+  # every shared tensor too, streamed
+  hc diff release/ converted/ --values all
 
-  hc diff release/ model-q8.gguf --plot diff.png              # and a picture: max |a - b| per site
+\b
+  # and a picture: max |a - b| per site
+  hc diff release/ model-q8.gguf --plot diff.png
 
-  hc diff release/ converted/ --layers 20-23 --site attn --values all   # only those layers' attention
+\b
+  # only those layers' attention
+  hc diff release/ converted/ --layers 20-23 --site attn --values all
 """
 
 
@@ -36,9 +45,9 @@ def diff_cmd(
                                           ".gguf (or split set / folder), or hf://org/name.", show_default=False)],
     b: Annotated[str, typer.Argument(help="The checkpoint to compare with it, in any dialect.", show_default=False)],
     atol: Annotated[float, typer.Option("--atol", callback=non_negative("--atol"),
-                                        help="Absolute tolerance for HC values (default: bit-identical).")] = 0.0,
+                                        help="Absolute tolerance for HC values, at least 0 (default 0: bit-identical).")] = 0.0,
     rtol: Annotated[float, typer.Option("--rtol", callback=non_negative("--rtol"),
-                                        help="Relative tolerance, against A's value.")] = 0.0,
+                                        help="Relative tolerance, against A's value, at least 0.")] = 0.0,
     values: Annotated[Values, typer.Option("--values", metavar=listed(Values), help="hc: read only the HC tensors; all: also compare every "
                                            "tensor both hold, streamed.")] = Values.hc,
     tokens: tokens_option("Sample hidden states sent through each side's fn.", 0, 4096) = 16,
@@ -50,7 +59,7 @@ def diff_cmd(
     layers: LayersOpt = None,
     sites: SitesOpt = None,
     limit: Annotated[int, typer.Option("--limit", callback=at_least("--limit", 1),
-                                       help="HC rows to print (worst first; at least 1).")] = 20,
+                                       help="HC rows to print (worst first), at least 1.")] = 20,
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:

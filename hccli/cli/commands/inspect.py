@@ -25,33 +25,59 @@ from hccli.base.errors import EXIT_FINDINGS
 
 EPILOG = """Examples:
 
-  hc make-checkpoint sample_configs/tiny-v4.1.json /tmp/tiny && hc inspect /tmp/tiny
+\b
+  hc make-checkpoint sample_configs/tiny-v4.1.json /tmp/tiny &&
+    hc inspect /tmp/tiny
 
-  hc inspect /tmp/tiny --verify                    # exit 1 if an error-level finding exists
+\b
+  # exit 1 if an error-level finding exists
+  hc inspect /tmp/tiny --verify
 
-  hc inspect /tmp/tiny --verify -q                 # the verdict and the findings only
+\b
+  # the verdict and the findings only
+  hc inspect /tmp/tiny --verify -q
 
-  hc inspect /tmp/tiny --tree                      # the tensors, repeated numbered blocks collapsed
+\b
+  # the tensors, repeated numbered blocks collapsed
+  hc inspect /tmp/tiny --tree
 
+\b
   hc inspect /tmp/tiny --name '*.hc_attn_*' --layers 2-3
 
+\b
   hc inspect /tmp/tiny/model.safetensors.index.json --dtype F32 --json
 
-  hc inspect /tmp/tiny --layers 3 --hc              # comb offsets and the comb matrix of layer 3
+\b
+  # comb offsets and the comb matrix of layer 3
+  hc inspect /tmp/tiny --layers 3 --hc
 
-  hc inspect /tmp/tiny --stats                      # min, max, mean, std, non-finite of every HC tensor
+\b
+  # min, max, mean, std, non-finite of every HC tensor
+  hc inspect /tmp/tiny --stats
 
-  hc inspect model.gguf --metadata                  # the file's own key/values (safetensors: __metadata__)
+\b
+  # the file's own key/values (safetensors: __metadata__)
+  hc inspect model.gguf --metadata
 
-  hc inspect hf://deepseek-ai/DeepSeek-V4.1-Flash --verify   # over HTTP ranges: headers and HC values only
+\b
+  # over HTTP ranges: headers and HC values only
+  hc inspect hf://deepseek-ai/DeepSeek-V4.1-Flash --verify
 
-  hc inspect ./my-finetune --verify                 # a transformers save_pretrained folder
+\b
+  # a transformers save_pretrained folder
+  hc inspect ./my-finetune --verify
 
-  hc inspect model-Q4_K_M.gguf --verify             # a GGUF (or a folder / first part of a split set)
+\b
+  # a GGUF (or a folder / first part of a split set)
+  hc inspect model-Q4_K_M.gguf --verify
 
-  hc inspect model.gguf --config config.json        # layer plan and inventory from the release config
+\b
+  # layer plan and inventory from the release config
+  hc inspect model.gguf --config config.json
 
-  hc inspect /tmp/tiny --plot hc.png                # every site's comb as a heatmap, scales by layer
+\b
+  # every site's comb as a heatmap, scales by layer
+  hc inspect /tmp/tiny --plot hc.png
 """
 
 

@@ -12,11 +12,17 @@ from hccli.cli.options import JsonOpt, seed_option
 
 EPILOG = """Examples:
 
-  hc make-checkpoint sample_configs/tiny-v4.1.json /tmp/tiny          # random values in every tensor
+\b
+  # random values in every tensor
+  hc make-checkpoint sample_configs/tiny-v4.1.json /tmp/tiny
 
-  hc make-checkpoint --phantom /tmp/v41-phantom                         # all 48 shards of V4.1-Flash, sparse
+\b
+  # all 48 shards of V4.1-Flash, sparse
+  hc make-checkpoint --phantom /tmp/v41-phantom
 
-  hc make-checkpoint sample_configs/deepseek-v4-pro.json /tmp/pro --phantom --force
+\b
+  hc make-checkpoint sample_configs/deepseek-v4-pro.json /tmp/pro \\
+    --phantom --force
 """
 
 

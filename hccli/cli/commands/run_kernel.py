@@ -15,21 +15,37 @@ from hccli.base.errors import HcError
 
 EPILOG = """Examples:
 
-  hc run-kernel                                   # the bundled sample, 4 tokens
+\b
+  # the bundled sample, 4 tokens
+  hc run-kernel
 
-  hc run-kernel --tokens 4096 --seed 1 --limit 2  # random mixes
+\b
+  # random mixes
+  hc run-kernel --tokens 4096 --seed 1 --limit 2
 
-  hc run-kernel --mixes mixes.npy                 # .safetensors (tensor `mixes`), .npy or .json
+\b
+  # .safetensors (tensor `mixes`), .npy or .json
+  hc run-kernel --mixes mixes.npy
 
-  hc run-kernel --checkpoint /tmp/tiny --layers 3 --site ffn       # a model's own base and scale
+\b
+  # a model's own base and scale
+  hc run-kernel --checkpoint /tmp/tiny --layers 3 --site ffn
 
-  hc run-kernel --checkpoint /tmp/tiny --layers 3 --hidden         # the whole pre stage, with its hc_fn
+\b
+  # the whole pre stage, with its hc_fn
+  hc run-kernel --checkpoint /tmp/tiny --layers 3 --hidden
 
-  hc run-kernel --impl torch --save golden.safetensors             # golden vectors for a port
+\b
+  # golden vectors for a port
+  hc run-kernel --impl torch --save golden.safetensors
 
-  hc run-kernel --compare golden.safetensors --impl exact          # ... read back and re-run
+\b
+  # ... read back and re-run
+  hc run-kernel --compare golden.safetensors --impl exact
 
-  hc run-kernel --tokens 64 --limit 3 --plot comb.png              # and a picture
+\b
+  # and a picture
+  hc run-kernel --tokens 64 --limit 3 --plot comb.png
 """
 
 

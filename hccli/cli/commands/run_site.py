@@ -15,21 +15,37 @@ from hccli.kernels.registry import IMPL_NAMES
 
 EPILOG = """Examples:
 
-  hc run-site /tmp/tiny --layers 0-1                     # each site's pre, post, comb, stream RMS
+\b
+  # each site's pre, post, comb, stream RMS
+  hc run-site /tmp/tiny --layers 0-1
 
-  hc run-site sample_configs/tiny-v4.1.json --tokens 4   # a config: sample values
+\b
+  # a config: sample values
+  hc run-site sample_configs/tiny-v4.1.json --tokens 4
 
-  hc run-site /tmp/tiny --sublayer zero --site ffn       # pure stream mixing
+\b
+  # pure stream mixing
+  hc run-site /tmp/tiny --sublayer zero --site ffn
 
-  hc run-site /tmp/tiny --precision bf16                 # the projection in bf16: drift against f32
+\b
+  # the projection in bf16: drift against f32
+  hc run-site /tmp/tiny --precision bf16
 
-  hc run-site /tmp/tiny --device cuda                    # on a GPU: the fused site kernels
+\b
+  # on a GPU: the fused site kernels
+  hc run-site /tmp/tiny --device cuda
 
-  hc run-site /tmp/tiny --save golden.safetensors        # golden site vectors for a port
+\b
+  # golden site vectors for a port
+  hc run-site /tmp/tiny --save golden.safetensors
 
-  hc run-site --compare golden.safetensors               # ... re-run from their inputs
+\b
+  # ... re-run from their inputs
+  hc run-site --compare golden.safetensors
 
-  hc check-port port.safetensors --golden golden.safetensors   # ... and a port's outputs judged
+\b
+  # ... and a port's outputs judged
+  hc check-port port.safetensors --golden golden.safetensors
 """
 
 class Precision(Choice):
@@ -73,7 +89,8 @@ def run_site_cmd(
         "--impl", metavar=listed(SiteImpl), show_default=False,
         help="numpy (the reference, CPU; the default without --device), auto (the default with a GPU --device: "
              "the fused site kernels site_pre and site_write where they have a build, else the torch path, saying "
-             "why), or torch / a kernel of run-kernel: the torch path, the split through that kernel.")] = None,
+             "why), torch (the torch path), or exact, fast or block (the torch path, the split through that kernel "
+             "of run-kernel).")] = None,
     device: DeviceOpt = None,
     precision: choice_option(
         Precision, "--precision",
