@@ -121,7 +121,9 @@ def test_a_stop_during_run_site_save_leaves_no_partial(tmp_path, signum):
         if code == 0:  # it had finished before the signal
             continue
         name = signal.Signals(signum).name
-        assert (code, stderr, stdout) == (128 + signum, f"hc: interrupted ({name})\n", ""), after
+        # (a late signal can land after the file is whole, while the report prints: stdout then
+        # holds its first lines; what is promised is the clean-up, the one line and the code)
+        assert (code, stderr) == (128 + signum, f"hc: interrupted ({name})\n"), after
         stopped += 1
     assert stopped >= 2  # the earliest signals land while the file is written
 
