@@ -113,7 +113,7 @@ echo "+ hc run-kernel --device cpu  (no torch: expecting exit 2) -> $code: $err"
 echo "== wheel smoke: torch's CPU build, for run-kernel and bench" >&2
 # 2.13.0 as .ci/run pins it: the CPU build this machine kind keeps on disk
 step "$W/venv/bin/pip" install "${PIP_FLAGS[@]}" torch==2.13.0
-step hc run-kernel --checkpoint tiny --layer 2 --site ffn --device cpu
+step hc run-kernel --checkpoint tiny --layers 2 --site ffn --device cpu
 step hc run-kernel --device cpu --tokens 8 --json
 step hc bench --device cpu --tokens 64 --reps 2 --warmup 1
 echo "== wheel smoke: passed in ${SECONDS} s" >&2
