@@ -253,3 +253,10 @@ def device_option(help: str) -> Any:
 def config_option(help: str) -> Any:
     """--config: a config.json, checked as an input file as the flags are parsed."""
     return Annotated[Optional[Path], typer.Option("--config", callback=input_file("--config"), help=help)]
+
+
+# run-kernel's and run-site's --save and --compare: one wording, one check
+ForceOpt = Annotated[bool, typer.Option("--force", help="Overwrite the --save file.")]
+CompareAtolOpt = Annotated[float, typer.Option("--atol", callback=non_negative("--atol"),
+                                               help="With --compare: the largest absolute difference that "
+                                               "still counts as equal (default 0: bit for bit).")]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any, ClassVar, Iterable
 
 import numpy as np
 
@@ -23,6 +24,29 @@ COMPARE_VERDICTS = ("identical", "within_tolerance", "differs")
 def compare_verdict(beyond: int, apart: int) -> str:
     """beyond: values (or tensors) past the tolerance (exit 1); apart: those that differ within it."""
     return "differs" if beyond else "within_tolerance" if apart else "identical"
+
+
+class Compared:
+    """ok, exit_code and the envelope's verdict of a comparison of many parts (tensors, steps),
+    from its parts' `beyond_atol` and `differing` counts: `parts()` says which they are."""
+
+    VERDICTS: ClassVar[tuple[str, ...]] = COMPARE_VERDICTS
+
+    def parts(self) -> Iterable[Any]:
+        raise NotImplementedError
+
+    @property
+    def ok(self) -> bool:
+        return all(d.beyond_atol == 0 for d in self.parts())
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    @property
+    def verdict(self) -> str:
+        parts = list(self.parts())
+        return compare_verdict(sum(d.beyond_atol for d in parts), sum(d.differing for d in parts))
 
 
 def same_bits(a: np.ndarray, b: np.ndarray) -> bool:

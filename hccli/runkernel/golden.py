@@ -14,14 +14,14 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import Any, ClassVar, Iterable
 
 import numpy as np
 
 from hccli.base.errors import HcError
 from hccli.base.limits import MAX_SINKHORN_ITERS, check_hc_mult
 from hccli.base.vocab import mix_width
-from hccli.ops.compare import COMPARE_VERDICTS, compare_verdict, gaps
+from hccli.ops.compare import Compared, gaps
 
 FORMAT = "hc-split-sinkhorn-golden/1"
 OUTPUTS = ("pre", "post", "comb")
@@ -143,7 +143,7 @@ class OutputDiff:
 
 
 @dataclass(frozen=True)
-class Comparison:
+class Comparison(Compared):
     file: str
     impl: str
     device: str
@@ -158,19 +158,8 @@ class Comparison:
 
     JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("ok",)
 
-    @property
-    def ok(self) -> bool:
-        return all(d.beyond_atol == 0 for d in self.outputs.values())
-
-    VERDICTS: ClassVar[tuple[str, ...]] = COMPARE_VERDICTS  # the JSON envelope's word
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.ok else 1
-
-    @property
-    def verdict(self) -> str:
-        return compare_verdict(sum(d.beyond_atol for d in self.outputs.values()), sum(d.differing for d in self.outputs.values()))
+    def parts(self) -> Iterable[Any]:
+        return self.outputs.values()
 
 
 def diff(got: np.ndarray, want: np.ndarray, atol: float) -> OutputDiff:

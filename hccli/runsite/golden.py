@@ -19,7 +19,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, ClassVar, Iterable
+from typing import Any, Callable, ClassVar, Iterable
 
 import numpy as np
 
@@ -27,7 +27,7 @@ from hccli.base.errors import HcError
 from hccli.runkernel.golden import decimal_float, decimal_int, require_f32
 from hccli.base.limits import MAX_ELEMENTS
 from hccli.ops.site import FAMILIES, INPUTS, STEPS, ChainSite, SiteInputs, SiteParams, SiteRef
-from hccli.ops.compare import COMPARE_VERDICTS, compare_verdict
+from hccli.ops.compare import Compared
 from hccli.base.vocab import MAX_HC_MULT, mix_width
 
 FORMAT = "hc-site-golden/1"
@@ -305,7 +305,7 @@ class StepDiff:
 
 
 @dataclass(frozen=True)
-class GoldenComparison:
+class GoldenComparison(Compared):
     file: str
     how: str  # what re-ran the inputs
     family: str
@@ -316,19 +316,8 @@ class GoldenComparison:
 
     JSON_PROPERTIES: ClassVar[tuple[str, ...]] = ("ok",)
 
-    @property
-    def ok(self) -> bool:
-        return all(s.beyond_atol == 0 for s in self.steps)
-
-    VERDICTS: ClassVar[tuple[str, ...]] = COMPARE_VERDICTS  # the JSON envelope's word
-
-    @property
-    def exit_code(self) -> int:
-        return 0 if self.ok else 1
-
-    @property
-    def verdict(self) -> str:
-        return compare_verdict(sum(s.beyond_atol for s in self.steps), sum(s.differing for s in self.steps))
+    def parts(self) -> Iterable[Any]:
+        return self.steps
 
 
 @dataclass

@@ -10,7 +10,7 @@ from hccli.cli.app import app
 from hccli.cli.flag_rules import check_flags
 from hccli.cli.kernel_options import (CompareOpt, ConfigOpt, DeviceOpt, EpsOpt, HcMultOpt, HiddenFileOpt, ImplOpt,
                                       Impl, ItersOpt, KernelSite, LayerOpt, MixesOpt, SeedOpt, SiteOpt, TokensOpt)
-from hccli.cli.options import JsonOpt, PlotOpt, at_least, non_negative
+from hccli.cli.options import CompareAtolOpt, ForceOpt, JsonOpt, PlotOpt, at_least
 from hccli.base.errors import HcError
 
 EPILOG = """Examples:
@@ -94,11 +94,9 @@ def run_kernel_cmd(
     save: Annotated[Optional[Path], typer.Option("--save", readable=False,  # written, never read: safe_write's rules
                                                  help="Write inputs and outputs as golden vectors "
                                                  "to this .safetensors file.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite the --save file.")] = False,
+    force: ForceOpt = False,
     compare: CompareOpt = None,
-    atol: Annotated[float, typer.Option("--atol", callback=non_negative("--atol"),
-                                        help="With --compare: the largest absolute difference that "
-                                        "still counts as equal (default 0: bit for bit).")] = 0.0,
+    atol: CompareAtolOpt = 0.0,
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:

@@ -8,8 +8,8 @@ import typer
 from hccli.cli.app import app
 from hccli.cli.flag_rules import check_flags
 from hccli.cli.kernel_options import DeviceOpt, SeedOpt
-from hccli.cli.options import (Choice, JsonOpt, LayersOpt, PlotOpt, SitesOpt, choice_option, config_option,
-                               input_file, layer_spec, listed, non_negative, tokens_option)
+from hccli.cli.options import (Choice, CompareAtolOpt, ForceOpt, JsonOpt, LayersOpt, PlotOpt, SitesOpt, choice_option,
+                               config_option, input_file, layer_spec, listed, tokens_option)
 from hccli.base.errors import HcError
 from hccli.kernels.registry import IMPL_NAMES
 
@@ -99,13 +99,11 @@ def run_site_cmd(
              "reported.") = Precision.f32,
     save: Annotated[Optional[Path], typer.Option("--save", help="Write golden site vectors (inputs and every "
                                                  "step) to this .safetensors file.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Overwrite the --save file.")] = False,
+    force: ForceOpt = False,
     compare: Annotated[Optional[Path], typer.Option(
         "--compare", callback=input_file("--compare"),
         help="Re-run the inputs of a --save file and compare every step (exit 1 beyond --atol).")] = None,
-    atol: Annotated[float, typer.Option("--atol", callback=non_negative("--atol"),
-                                        help="With --compare: the largest absolute difference that "
-                                        "still counts as equal (default 0: bit for bit).")] = 0.0,
+    atol: CompareAtolOpt = 0.0,
     json_out: JsonOpt = False,
     plot: PlotOpt = None,
 ) -> None:
