@@ -28,6 +28,10 @@ ROOT = Path(__file__).resolve().parent.parent
 TINY = ("tiny-v4.1", "tiny-v4.1.hf", "tiny-v4.hf")
 
 
+def _has_hc_layer(tree: Path) -> bool:
+    return any('"--hc-layer"' in p.read_text() for p in (tree / "hccli").rglob("*.py"))
+
+
 def commands(tree: Path, ck: Path, quick: bool = False) -> dict[str, list[str]]:
     out = {}
     configs = [tree / "sample_configs" / "tiny-v4.1.json"] if quick else sorted((tree / "sample_configs").glob("*.json"))
@@ -40,8 +44,10 @@ def commands(tree: Path, ck: Path, quick: bool = False) -> dict[str, list[str]]:
         out[f"{t}/verify"] = ["inspect", p, "--verify", "--json"]
         if quick:
             continue
-        out[f"{t}/select"] = ["inspect", p, "--name", "*.hc_attn_*", "--layer", "1-2", "--json"]
-        out[f"{t}/hc-layer"] = ["inspect", p, "--hc-layer", "1", "--json"]
+        # each tree in its own spelling: issue 36 made --layer --layers and --hc-layer N --layers N --hc
+        old = _has_hc_layer(tree)
+        out[f"{t}/select"] = ["inspect", p, "--name", "*.hc_attn_*", "--layer" if old else "--layers", "1-2", "--json"]
+        out[f"{t}/hc-layer"] = ["inspect", p, *(["--hc-layer", "1"] if old else ["--layers", "1", "--hc"]), "--json"]
         out[f"{t}/dtype"] = ["inspect", p, "--dtype", "F32", "--json"]
         out[f"{t}/run-kernel"] = ["run-kernel", "--config", f"sample_configs/{t}.json", "--json"]
     return out
