@@ -9,13 +9,14 @@ is not on the device machine, so `is_deep_gemm_supported()` is False and vLLM's 
 non-DeepGEMM path runs (its tilelang prenorm GEMM, one split).
 
 Each engine is one `Peer` of uniform callables, each calling the engine's own wrapper as
-its model code does (their argument order, their allocations, nothing added):
-- pre(x, fn, scale, base, norm_eps, eps, iters): V4's own-site pre -> (post, comb, collapsed)
+its model code does (their argument order, their allocations, nothing added); `op` is a
+SiteOp, the (next) site's weights and constants:
+- pre(x, op): V4's own-site pre -> (post, comb, collapsed)
 - post(f, residual, post, comb): the write-back -> streams
-- fused(f, residual, post, comb, fn, scale, base, norm_eps, eps, iters): site k's write-back
-  and site k+1's V4 pre -> (streams, post, comb, collapsed)
-- pre_delayed / fused_delayed (pre_mix after base): the same with V4.1's delayed pre mix,
-  None where the engine's saved files have none.
+- fused(f, residual, post, comb, op): site k's write-back and site k+1's V4 pre
+  -> (streams, post, comb, collapsed)
+- pre_delayed(x, op, pre_mix) / fused_delayed(f, residual, post, comb, op, pre_mix): the
+  same with V4.1's delayed pre mix, None where the engine's saved files have none.
 Each returns the engine's own result; `outputs` names it ({"post", "comb", "collapsed",
 "streams"}, [T, ...] views) for the oracle, outside the timed call.
 """
@@ -42,6 +43,18 @@ FILES: dict[str, tuple[tuple[str, str], ...]] = {
            ("vllm.model_executor.kernels.mhc.tilelang", "tilelang.py")),
     SGLANG: (("sglang.srt.layers.mhc", "mhc.py"),),
 }
+
+
+@dataclass(frozen=True)
+class SiteOp:
+    """A site's pre weights and the op's constants, as every engine's pre takes them."""
+
+    fn: Any  # float32 [24, 4 * dim]
+    scale: Any  # float32 [3]
+    base: Any  # float32 [24]
+    norm_eps: float
+    eps: float  # the pre and the Sinkhorn eps alike (the published models')
+    iters: int
 
 
 @dataclass(frozen=True)
@@ -84,11 +97,11 @@ def tilekernels() -> tuple[Peer | None, str | None]:
         return None, f"tile_kernels does not import ({_why(exc)})"
     big_fuse, post_fwd = pre_big_fuse.mhc_pre_big_fuse, tk_post.mhc_post_fwd
 
-    def pre(x: Any, fn: Any, scale: Any, base: Any, norm_eps: float, eps: float, iters: int) -> Any:
-        return big_fuse(x, fn, scale, base, norm_eps, eps, eps, POST_MULT, iters)
+    def pre(x: Any, op: SiteOp) -> Any:
+        return big_fuse(x, op.fn, op.scale, op.base, op.norm_eps, op.eps, op.eps, POST_MULT, op.iters)
 
-    def post(f: Any, res: Any, p: Any, comb: Any) -> Any:
-        return post_fwd(f.unsqueeze(0), res.unsqueeze(0), p.unsqueeze(0).unsqueeze(-1), comb.unsqueeze(0))
+    def post(f: Any, res: Any, p: Any, comb: Any, out: Any = None) -> Any:
+        return post_fwd(f.unsqueeze(0), res.unsqueeze(0), p.unsqueeze(0).unsqueeze(-1), comb.unsqueeze(0), out)
 
     return Peer(TILEKERNELS, pre, post, None, modules=(pre_big_fuse, tk_post)), None
 
@@ -179,16 +192,15 @@ def vllm(folder: Path) -> Peer:
     _vllm_plumbing()
     kernels, ops = _load(VLLM, folder)
 
-    def pre(x: Any, fn: Any, scale: Any, base: Any, norm_eps: float, eps: float, iters: int) -> Any:
-        return ops.mhc_pre_tilelang(x, fn, scale, base, norm_eps, eps, eps, POST_MULT, iters)
+    def pre(x: Any, op: SiteOp) -> Any:
+        return ops.mhc_pre_tilelang(x, op.fn, op.scale, op.base, op.norm_eps, op.eps, op.eps, POST_MULT, op.iters)
 
     def post(f: Any, res: Any, p: Any, comb: Any) -> Any:
         return ops.mhc_post_tilelang(f, res, p.unsqueeze(-1), comb)
 
-    def fused(f: Any, res: Any, p: Any, comb: Any, fn: Any, scale: Any, base: Any, norm_eps: float, eps: float,
-              iters: int) -> Any:
-        return ops.mhc_fused_post_pre_tilelang(f, res, p.unsqueeze(-1), comb, fn, scale, base, norm_eps, eps, eps,
-                                               POST_MULT, iters)
+    def fused(f: Any, res: Any, p: Any, comb: Any, op: SiteOp) -> Any:
+        return ops.mhc_fused_post_pre_tilelang(f, res, p.unsqueeze(-1), comb, op.fn, op.scale, op.base, op.norm_eps,
+                                               op.eps, op.eps, POST_MULT, op.iters)
 
     delayed = getattr(ops, "mhc_pre_delayed_tilelang", None)
     fused_delayed = getattr(ops, "mhc_fused_post_pre_delayed_tilelang", None)
@@ -198,17 +210,15 @@ def vllm(folder: Path) -> Peer:
 
 
 def _vllm_delayed(fn_: Callable[..., Any]) -> Callable[..., Any]:
-    def pre_delayed(x: Any, fn: Any, scale: Any, base: Any, pre_mix: Any, norm_eps: float, eps: float,
-                    iters: int) -> Any:
-        post, comb, collapsed, _next = fn_(x, fn, scale, base, norm_eps, eps, eps, POST_MULT, iters, pre_mix)
-        return post, comb, collapsed
+    def pre_delayed(x: Any, op: SiteOp, pre_mix: Any) -> Any:
+        return fn_(x, op.fn, op.scale, op.base, op.norm_eps, op.eps, op.eps, POST_MULT, op.iters, pre_mix)[:3]
     return pre_delayed
 
 
 def _vllm_fused_delayed(fn_: Callable[..., Any]) -> Callable[..., Any]:
-    def fused_delayed(f: Any, res: Any, p: Any, comb: Any, fn: Any, scale: Any, base: Any, pre_mix: Any,
-                      norm_eps: float, eps: float, iters: int) -> Any:
-        return fn_(f, res, p.unsqueeze(-1), comb, fn, scale, base, norm_eps, eps, eps, POST_MULT, iters, pre_mix)[:4]
+    def fused_delayed(f: Any, res: Any, p: Any, comb: Any, op: SiteOp, pre_mix: Any) -> Any:
+        return fn_(f, res, p.unsqueeze(-1), comb, op.fn, op.scale, op.base, op.norm_eps, op.eps, op.eps, POST_MULT,
+                   op.iters, pre_mix)[:4]
     return fused_delayed
 
 
