@@ -195,22 +195,22 @@ def _identical(torch: Any, op: str, impl: str, collapse: str, got: dict[str, Any
     return flags
 
 
-def run_site_bench(request: SiteBenchRequest,
-                   progress: Callable[[int, int, str], None] | None = None) -> SiteBenchResult:
-    """Time the site op on a CUDA GPU (default the first); HcError without one."""
+def prepare(request: SiteBenchRequest, known: tuple[str, ...]) -> tuple[Any, str, Any, SiteBenchRequest]:
+    """(torch, device, the streams' torch dtype, the request as run: every default filled in) for a site
+    bench whose implementations are `known`; HcError (one line) for what it cannot run, a CPU among it."""
     from hccli.kernels.registry import import_torch, normalise_device
 
     op, reps, warmup = request.op, request.reps, request.warmup
-    if op not in SITE_OPS:
-        raise HcError(f"site op {op!r} is unknown; expected one of {', '.join(SITE_OPS)}")
-    names = request.impls or impl_names(op)
+    names = request.impls or known
     for name in names:
-        if name not in impl_names(op):
+        if name not in known:
             raise HcError(f"implementation {name!r} is unknown to hc bench --op {op}; expected some of "
-                          f"{', '.join(impl_names(op))}")
+                          f"{', '.join(known)}")
     if not (1 <= reps <= MAX_BENCH_REPS and 0 <= warmup <= MAX_BENCH_WARMUP):
         raise HcError(f"reps {reps} / warmup {warmup}: expected reps 1 to {MAX_BENCH_REPS:,} and warmup 0 to "
                       f"{MAX_BENCH_WARMUP:,}")
+    if request.peers is not None:
+        P.check_dir(request.peers)  # first: a bad --peers is one line wherever it runs, not a skipped row
     torch = import_torch()
     dev = normalise_device(torch, request.device)
     if dev == "cpu" or not torch.cuda.is_available():
@@ -227,14 +227,23 @@ def run_site_bench(request: SiteBenchRequest,
     stream = stream_name(torch, dtype)
     check_site(HC, dim, stream)
     tokens = tuple(request.tokens or SITE_TOKENS)
-    # the request as run: every default filled in, what the helpers below read
-    req = replace(request, tokens=tokens, impls=tuple(names), stream=stream)
     elem = dtype.itemsize
     for n in tokens:
         if n < 1 or n * (HC + 1) * dim * elem > MAX_SITE_BENCH_BYTES:
             raise HcError(f"--tokens {n}: expected 1 to {MAX_SITE_BENCH_BYTES // ((HC + 1) * dim * elem):,} tokens at dim "
                           f"{dim} ({stream}): the streams of one count are at most {MAX_SITE_BENCH_BYTES:,} bytes")
     torch.cuda.set_device(dev)
+    return torch, dev, dtype, replace(request, tokens=tokens, impls=tuple(names), stream=stream)
+
+
+def run_site_bench(request: SiteBenchRequest,
+                   progress: Callable[[int, int, str], None] | None = None) -> SiteBenchResult:
+    """Time the site op on a CUDA GPU (default the first); HcError without one."""
+    op, reps, warmup = request.op, request.reps, request.warmup
+    if op not in SITE_OPS:
+        raise HcError(f"site op {op!r} is unknown; expected one of {', '.join(SITE_OPS)}")
+    torch, dev, dtype, req = prepare(request, impl_names(op))
+    names, dim, stream, tokens, elem = req.impls, req.dim, req.stream, req.tokens, dtype.itemsize
     skipped: dict[str, str] = {}
     peers, why_not = P.load(req.peers, tuple(e for e in P.ENGINES if e in names))
     skipped.update(why_not)
