@@ -169,28 +169,41 @@ def _vllm_plumbing() -> None:
             tf32_hc_prenorm_gemm=_no_deep_gemm)
 
 
-def _load(engine: str, folder: Path) -> tuple[Any, ...]:
-    """Their files as the modules their code imports them by; HcError for a file that is not there or too large."""
-    mods = []
+def _files(engine: str, folder: Path) -> list[tuple[str, Path]]:
+    """(module name, path) of the engine's files, each a plain file of bounded size; HcError (one line) if not."""
+    found = []
     for name, file in FILES[engine]:
         path = folder / file
         if path.is_symlink() or not path.is_file():
-            raise HcError(f"{path}: not there (DIR/README.md names the files each engine needs)")
+            raise HcError(f"{path}: not there, or not a plain file (DIR/README.md names the files each engine needs)")
         if path.stat().st_size > MAX_PEER_FILE:
             raise HcError(f"{path}: {path.stat().st_size:,} bytes, more than a kernel file's {MAX_PEER_FILE:,}")
+        found.append((name, path))
+    return found
+
+
+def _load(files: list[tuple[str, Path]]) -> tuple[Any, ...]:
+    """Their files as the modules their code imports them by, in order."""
+    mods = []
+    for name, path in files:
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         parent, _, child = name.rpartition(".")
         sys.modules[name] = mod
         setattr(_module(parent), child, mod)
-        spec.loader.exec_module(mod)
+        try:
+            spec.loader.exec_module(mod)
+        except BaseException:
+            del sys.modules[name]  # a half-run module is not left for a later import to find
+            raise
         mods.append(mod)
     return tuple(mods)
 
 
 def vllm(folder: Path) -> Peer:
+    files = _files(VLLM, folder)
     _vllm_plumbing()
-    kernels, ops = _load(VLLM, folder)
+    kernels, ops = _load(files)
 
     def pre(x: Any, op: SiteOp) -> Any:
         return ops.mhc_pre_tilelang(x, op.fn, op.scale, op.base, op.norm_eps, op.eps, op.eps, POST_MULT, op.iters)
@@ -223,6 +236,7 @@ def _vllm_fused_delayed(fn_: Callable[..., Any]) -> Callable[..., Any]:
 
 
 _LOADERS: dict[str, Callable[[Path], Peer]] = {VLLM: vllm}
+_LOADED: dict[tuple[str, Path], Peer] = {}  # their modules run once a process: their kernels' JIT caches live there
 
 
 def load(peers_dir: str | Path | None, engines: tuple[str, ...] = ENGINES) -> tuple[dict[str, Peer], dict[str, str]]:
@@ -248,7 +262,8 @@ def load(peers_dir: str | Path | None, engines: tuple[str, ...] = ENGINES) -> tu
             skipped[engine] = f"no loader for {engine}'s files yet (see {root / 'README.md'})"
         else:
             try:
-                got[engine] = _LOADERS[engine](folder)
+                key = (engine, folder.resolve())
+                got[engine] = _LOADED.get(key) or _LOADED.setdefault(key, _LOADERS[engine](folder))
             except HcError as exc:
                 skipped[engine] = exc.message
             except Exception as exc:  # noqa: BLE001 - their code failing to load: skipped, and why
