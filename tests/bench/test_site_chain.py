@@ -121,3 +121,26 @@ def test_unknown_engine_names_are_checked_before_anything_runs():
 
     with pytest.raises(HcError, match="expected some of site_write\\+site_pre, site_chain"):
         run_chain_bench(SiteBenchRequest("site-chain", impls=("nope",)))
+
+
+def test_site_summary_prints_a_chain_document(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    from hccli.bench.op import Machine
+    from hccli.bench.site_chain import ChainBenchResult, ChainBenchRow
+    from hccli.cli.output import json_document
+
+    row = ChainBenchRow("vllm", "own", 8192, 1.0, 0.99, 10, 15, 8.2e6, 850.0, 20.5, 0.5, {"streams": 0.0078})
+    doc = json_document(ChainBenchResult("site-chain", Machine("cuda:0", "H200", "580", {}, "now"), 4, 5120,
+                                         "bfloat16", 20, 1e-6, 1e-20, 102568, 4191.0, "median", (row,), {}), "bench")
+    path = tmp_path / "chain.json"
+    path.write_text(json.dumps(doc))
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "site_summary.py"), str(path)],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("site-chain dim 5120 bfloat16, copy 4191 GB/s, 102568 B/token")
+    assert lines[1].split() == ["8192", "vllm", "own", "1000.0us", "8.20M", "20.5%", "streams=0.0078", "x", "ours",
+                                "0.50"]
