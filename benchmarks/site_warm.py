@@ -5,7 +5,8 @@ A bare device machine compiles each kernel on first use, one after another (~30 
 projection). tilelang.par_compile compiles the same PrimFuncs with the same target
 ("auto") and pass configs as tl_build.jit, so the later calls are cache hits; this
 only moves the compiles to the start, side by side. TileKernels' kernels, where
-`tile_kernels` imports, are warmed too.
+`tile_kernels` imports, are warmed too, and the serving engines' saved kernels of
+.device/peers (bench/peers.py's kernel_keys: vLLM's at the bench's shape) where it is there.
 
     PYTHONPATH=.:<tilelang site>[:<TileKernels>] python3 benchmarks/site_warm.py [--quick]
 
@@ -43,6 +44,19 @@ WRITE = [(64, "bfloat16"), (4096, "bfloat16"), (5120, "bfloat16"), (7168, "bfloa
 EXACT_HC = (4, 2)  # the exact split kernel: hc 4, and hc 2 for run-site's torch path on another stream count
 
 
+def _peer_keys() -> list:
+    """(jit, compile-time arguments) of the saved engines' kernels at the bench's shape; [] without .device/peers."""
+    from hccli.bench import peers as P
+
+    folder = ROOT / ".device" / "peers"
+    if not folder.is_dir():
+        return []
+    got, skipped = P.load(folder, (P.VLLM, P.SGLANG))
+    for engine, why in skipped.items():
+        print(f"{engine} not warmed: {why}")
+    return [k for peer in got.values() for k in P.kernel_keys(peer, 5120, 1e-20, 1e-6, 20)]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="build one PrimFunc of each kind, compile none")
@@ -67,7 +81,7 @@ def main() -> int:
     funcs += [S.make_write(*k) for k in each(WRITE)]
     funcs += [make_prim_func("exact", hc, 20, 1e-6, DEFAULT_TILING) for hc in each(list(EXACT_HC))]
     funcs += [make_proj(*k) for k in each(explored)]
-    if args.quick:
+    if args.quick:  # the saved engines' files are not in git, so CI has none: tests/bench/test_site_chain.py builds them
         kinds = sorted({type(f).__name__ for f in funcs})
         print(f"built {len(funcs)} PrimFuncs, one of each kind ({', '.join(kinds)}), compiled none, in "
               f"{time.time() - t0:.1f} s")
@@ -83,7 +97,9 @@ def main() -> int:
                  lambda: _mhc_pre_big_fuse(5120, 1e-20, 1e-6, 1e-6, 2.0, 20, n_splits=1, mhc_mult=4)]
     except Exception as exc:  # noqa: BLE001 - the peer is optional
         print(f"tile_kernels not warmed: {type(exc).__name__}: {exc}")
-    with ThreadPoolExecutor(max(1, len(peers))) as pool:
+    # the saved engines' kernels: each its own tilelang.jit (its pass configs), compiled as its call would
+    peers += [lambda jit=jit, kw=kw: jit.compile(**kw) for jit, kw in _peer_keys()]
+    with ThreadPoolExecutor(max(1, min(8, len(peers)))) as pool:
         futures = [pool.submit(p) for p in peers]
         for group, configs in groups:
             tilelang.par_compile(group, target="auto", pass_configs=configs, ignore_error=True)
@@ -91,8 +107,8 @@ def main() -> int:
             try:
                 f.result()
             except Exception as exc:  # noqa: BLE001
-                print(f"tile_kernels warm-up failed: {type(exc).__name__}: {exc}")
-    print(f"warmed {sum(len(g) for g, _ in groups)} kernels and {len(peers)} of TileKernels' in "
+                print(f"peer warm-up failed: {type(exc).__name__}: {exc}")
+    print(f"warmed {sum(len(g) for g, _ in groups)} kernels and {len(peers)} of the peers' in "
           f"{time.time() - t0:.1f} s")
     return 0
 

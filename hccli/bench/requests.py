@@ -27,8 +27,9 @@ class BenchRequest:
 
 @dataclass(frozen=True)
 class SiteBenchRequest:
-    """The site ops' bench (op site-pre or site-write, hc 4): tokens and impls None, the defaults;
-    stream the streams' dtype by torch's name."""
+    """The site ops' bench (op site-pre, site-write or site-chain, hc 4): tokens and impls None, the
+    defaults; stream the streams' dtype by torch's name; peers the folder of the serving engines'
+    kernel files (bench/peers.py; None: TileKernels only, where it imports)."""
 
     op: str
     tokens: tuple[int, ...] | None = None
@@ -43,3 +44,4 @@ class SiteBenchRequest:
     seed: int = 0
     host: bool = False
     device: str | None = None
+    peers: str | None = None

@@ -5,10 +5,13 @@ Per token count and implementation, as people call each one:
 - tilekernels: DeepSeek's TileKernels (`mhc_pre_big_fuse` with post multiplier 2 and
   20 iterations, which computes V4's own-site op; `mhc_post_fwd`), where `tile_kernels`
   imports: optional, never a dependency, and said so when absent;
+- vllm (site-pre): vLLM's `mhc_pre_tilelang` (V4) and its delayed pre where its saved files
+  have one, loaded from `--peers DIR` (bench/peers.py; without DIR: skipped, and said so);
 - ours: site_pre (own-site and delayed collapse) / site_write, public call with `out=`.
-Timing, rotation of inputs past the L2 cache and the copy bandwidth are bench.py's.
+Timing, rotation of inputs past the L2 cache and the copy bandwidth are bench/op.py's; the
+inputs, oracle and error measures site_oracle.py's.
 Every output's max |error| against the float64 chain on the first input set; for
-the streams' output also in roundings (_roundings: one rounding to the streams'
+the streams' output also in roundings (site_oracle.roundings: one rounding to the streams'
 dtype plus float32's rounding of the sum, against the float64 sum with the
 implementation's own pre mix); and, for ours, whether pre/post/comb equal the
 exact kernel's on our mixes and the stream outputs the eager chain's on the same
@@ -18,15 +21,16 @@ inputs, bit for bit.
 from __future__ import annotations
 
 import math
-import statistics
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from hccli.base.errors import HcError
 from hccli.base.jsonable import INLINE
 from hccli.bench import op as bench
+from hccli.bench import peers as P
 from hccli.bench.requests import SiteBenchRequest
 from hccli.bench.site_host import HC, PEER, time_site_host
+from hccli.bench.site_oracle import SiteCase, equal, max_err, measure, warm
 from hccli.base.limits import MAX_BENCH_REPS, MAX_BENCH_WARMUP, MAX_SITE_BENCH_BYTES
 
 SITE_OPS = ("site-pre", "site-write")
@@ -34,7 +38,7 @@ SITE_TOKENS = (1, 16, 128, 1024, 8192, 65536)
 
 
 def impl_names(op: str) -> tuple[str, ...]:
-    return ("eager", PEER, "site_pre" if op == "site-pre" else "site_write")
+    return ("eager", PEER, P.VLLM, "site_pre") if op == "site-pre" else ("eager", PEER, "site_write")
 
 
 def bytes_per_token(op: str, dim: int, elem: int) -> int:
@@ -58,7 +62,7 @@ class SiteBenchRow:
     pct_copy: float
     vs_eager: float | None  # eager's ms (same collapse) / this ms
     max_err: dict[str, float]  # output -> max |this - float64| (NaN: NaN where the oracle has none)
-    ulps: dict[str, float]  # the streams' output: max error in roundings (_roundings), against its own pre mix
+    ulps: dict[str, float]  # the streams' output: max error in roundings (site_oracle.roundings), against its own pre mix
     identical: dict[str, bool]  # ours: bit-identity checks (see the module docstring)
 
 
@@ -80,114 +84,20 @@ class SiteBenchResult:
     host: tuple[Any, ...] = ()
 
 
-def tilekernels() -> tuple[Any, str | None]:
-    """(module namespace with mhc_pre_big_fuse and mhc_post_fwd, None) or (None, why not)."""
-    try:
-        from tile_kernels.modeling.mhc.ops import pre_big_fuse, post
-    except Exception as exc:  # noqa: BLE001 - absent or broken: the row is skipped and the reason shown
-        text = str(exc).strip().splitlines()
-        return None, f"tile_kernels does not import ({type(exc).__name__}: {text[0] if text else 'no message'})"
-    return (pre_big_fuse.mhc_pre_big_fuse, post.mhc_post_fwd), None
+def _peer_pre(pre: Callable[..., Any], collapse: str, norm_eps: float, eps: float, iters: int) -> Callable[..., Any]:
+    """An engine's pre as its model code calls it, on the case's inputs."""
+    def make(c: SiteCase) -> Any:
+        o = P.SiteOp(c.fn, c.scale, c.base, norm_eps, eps, iters)
 
-
-def _err(got: Any, want: Any) -> float:
-    g, w = got.double(), want.double()
-    both = g.isnan() & w.isnan()
-    d = (g - w).abs().masked_fill(both, 0.0)
-    return float(d.max()) if d.numel() else 0.0  # NaN where only one side is NaN
-
-
-def _roundings(torch: Any, got: Any, want: Any, scale: Any, sums: int) -> float:
-    """max |got - want| in units of one rounding to got's dtype at want plus float32's rounding of a
-    sum of `sums` + 1 products (sums * 2 + 1 roundings of 2^-24 relative to scale = sum |terms|):
-    the error of the float32 chain cast once; <= 1 is within one rounding of the float64 value."""
-    g, w = got.double(), want.double()
-    bad = ~w.isfinite()
-    w = w.masked_fill(bad, 1.0)
-    bits = 8 if got.dtype == torch.bfloat16 else 24
-    _, e = torch.frexp(w)
-    unit = torch.ldexp(torch.ones_like(w), (e - bits).clamp(min=-149)) + scale * ((2 * sums + 1) * 2.0 ** -24)
-    d = (g - w).abs().masked_fill(bad & g.isnan(), 0.0).masked_fill(bad & ~g.isnan(), float("inf"))
-    return float((d / unit).max()) if d.numel() else 0.0
-
-
-def _worst(values: list[float]) -> float:
-    return float("nan") if any(math.isnan(v) for v in values) else max(values, default=0.0)
-
-
-def _equal(a: Any, b: Any) -> bool:
-    import torch
-
-    return bool(torch.equal(a.isnan(), b.isnan())) and bool(torch.equal(a.nan_to_num(0.0), b.nan_to_num(0.0))) \
-        and bool(torch.equal(torch.signbit(a), torch.signbit(b)))
-
-
-class _Case:
-    """One token count's inputs (several sets for rotation) and the float64 oracle on set 0."""
-
-    def __init__(self, torch: Any, req: SiteBenchRequest, n: int, dtype: Any, dev: str, g: Any, nsets: int) -> None:
-        from hccli.kernels.torch_ref import hc_split_sinkhorn_torch
-
-        op, dim, iters, eps = req.op, req.dim, req.sinkhorn_iters, req.eps
-        self.sets = []
-        w = (2 + HC) * HC
-        self.scale = (torch.rand(3, device=dev, generator=g) * 1.9 + 0.1).contiguous()
-        self.base = torch.randn(w, device=dev, generator=g).contiguous()
-        self.fn = (torch.randn(w, HC * dim, device=dev, generator=g) / math.sqrt(HC * dim)).contiguous()
-        for _ in range(nsets):
-            if op == "site-pre":
-                x = torch.randn(n, HC, dim, device=dev, generator=g).to(dtype)
-                pm = torch.rand(n, HC, device=dev, generator=g) + 1e-6
-                self.sets.append((x, pm))
-            else:
-                f = torch.randn(n, dim, device=dev, generator=g).to(dtype)
-                res = torch.randn(n, HC, dim, device=dev, generator=g).to(dtype)
-                _, post, comb = hc_split_sinkhorn_torch(torch.randn(n, w, device=dev, generator=g), self.scale,
-                                                        self.base, HC, iters, eps)
-                self.sets.append((f, res, post.contiguous(), comb.contiguous()))
-        self.oracle = self._oracle(torch, op, iters, eps, req.norm_eps)
-
-    def _oracle(self, torch: Any, op: str, iters: int, eps: float, norm_eps: float) -> dict[str, Any]:
-        from hccli.kernels.site_eager import site_pre_eager, site_write_eager
-
-        d = torch.float64
-        if op == "site-write":
-            f, res, post, comb = self.sets[0]
-            return {"": {"out": site_write_eager(f.to(d), res.to(d), post.to(d), comb.to(d))}}
-        x, pm = self.sets[0]
-        out = {}
-        for collapse, mix in (("own", None), ("delayed", pm.to(d))):
-            r = site_pre_eager(x.to(d), self.fn.to(d), self.scale.to(d), self.base.to(d), hc_mult=HC,
-                               sinkhorn_iters=iters, eps=eps, norm_eps=norm_eps, pre_mix=mix)
-            out[collapse] = dict(r.items())
-        return out
-
-    def stream_roundings(self, torch: Any, op: str, got: dict[str, Any], collapse: str) -> float:
-        """_roundings of the streams' output against the float64 sum of its terms from the inputs and
-        the implementation's own pre mix (own collapse; the oracle's where it gives none), by chunks."""
-        d, found, step = torch.float64, [], 4096
-        if op == "site-write":
-            f, res, post, comb = self.sets[0]
-            for lo in range(0, f.shape[0], step):
-                s = slice(lo, lo + step)
-                ref = post[s].to(d).unsqueeze(-1) * f[s].to(d).unsqueeze(-2)
-                scale = ref.abs()
-                for i in range(res.shape[1]):
-                    term = comb[s, i].to(d).unsqueeze(-1) * res[s, i].to(d).unsqueeze(-2)
-                    ref, scale = ref + term, scale + term.abs()
-                found.append(_roundings(torch, got["out"][s], ref, scale, 4))
-            return _worst(found)
-        x, pm = self.sets[0]
-        w = got.get("pre", self.oracle["own"]["pre"]) if collapse == "own" else pm
-        for lo in range(0, x.shape[0], step):
-            s = slice(lo, lo + step)
-            terms = w[s].to(d).unsqueeze(-1) * x[s].to(d)
-            found.append(_roundings(torch, got["collapsed"][s], terms.sum(1), terms.abs().sum(1), 3))
-        return _worst(found)
+        def call(i: int) -> Any:
+            x, pm = c.sets[i % len(c.sets)]
+            return pre(x, o) if collapse == "own" else pre(x, o, pm)
+        return call, lambda: P.outputs("pre", call(0))
+    return make
 
 
 def _pre_impls(torch: Any, dev: str, req: SiteBenchRequest, skipped: dict[str, str],
-               peer: Any) -> list[tuple[str, str, Callable[..., Any]]]:
+               peers: dict[str, Any]) -> list[tuple[str, str, Callable[..., Any]]]:
     """(impl, collapse, make(case) -> (call(i), outputs on set 0 as {name: tensor})) for req.impls."""
     from hccli.kernels.registry import resolve_impl
     from hccli.kernels.site_eager import SitePre, site_pre_eager
@@ -197,7 +107,7 @@ def _pre_impls(torch: Any, dev: str, req: SiteBenchRequest, skipped: dict[str, s
     impls: list[tuple[str, str, Callable[..., Any]]] = []
     for collapse in ("own", "delayed"):
         if "eager" in names:
-            def make_eager(c: _Case, collapse: str = collapse) -> Any:
+            def make_eager(c: SiteCase, collapse: str = collapse) -> Any:
                 def call(i: int) -> Any:
                     x, pm = c.sets[i % len(c.sets)]
                     return site_pre_eager(x, c.fn, c.scale, c.base, hc_mult=HC, sinkhorn_iters=iters, eps=eps,
@@ -205,21 +115,16 @@ def _pre_impls(torch: Any, dev: str, req: SiteBenchRequest, skipped: dict[str, s
                                           split=split.run)
                 return call, lambda: dict(call(0).items())
             impls.append(("eager", collapse, make_eager))
-        if collapse == "own" and PEER in names and peer is not None:
+        for engine in (e for e in (PEER, P.VLLM) if e in names and e in peers):
+            pre = peers[engine].pre if collapse == "own" else peers[engine].pre_delayed
             if stream != "bfloat16":
-                skipped[PEER] = "TileKernels' pre kernel takes bfloat16 streams only"
+                skipped[engine] = f"{engine}'s pre kernels take bfloat16 streams only"
+            elif pre is None:
+                skipped[f"{engine} ({collapse})"] = f"{engine}'s saved files have no {collapse} pre"
             else:
-                def make_peer(c: _Case) -> Any:
-                    def call(i: int) -> Any:
-                        x = c.sets[i % len(c.sets)][0]
-                        return peer[0](x, c.fn, c.scale, c.base, norm_eps, eps, eps, 2.0, iters)
-                    def outputs() -> dict[str, Any]:
-                        post, comb, h = call(0)
-                        return {"post": post.reshape(-1, HC), "comb": comb.reshape(-1, HC, HC), "collapsed": h}
-                    return call, outputs
-                impls.append((PEER, "own", make_peer))
+                impls.append((engine, collapse, _peer_pre(pre, collapse, norm_eps, eps, iters)))
         if "site_pre" in names:
-            def make_ours(c: _Case, collapse: str = collapse) -> Any:
+            def make_ours(c: SiteCase, collapse: str = collapse) -> Any:
                 from hccli.kernels.site_pre import pack_fn, site_pre
 
                 packed = pack_fn(c.fn, dim, stream)
@@ -238,13 +143,13 @@ def _pre_impls(torch: Any, dev: str, req: SiteBenchRequest, skipped: dict[str, s
     return impls
 
 
-def _write_impls(torch: Any, names: tuple[str, ...], skipped: dict[str, str], peer: Any,
+def _write_impls(torch: Any, names: tuple[str, ...], skipped: dict[str, str], peer: P.Peer | None,
                  stream: str) -> list[tuple[str, str, Callable[..., Any]]]:
     from hccli.kernels.site_eager import site_write_eager
 
     impls: list[tuple[str, str, Callable[..., Any]]] = []
     if "eager" in names:
-        def make_eager(c: _Case) -> Any:
+        def make_eager(c: SiteCase) -> Any:
             def call(i: int) -> Any:
                 return site_write_eager(*c.sets[i % len(c.sets)])
             return call, lambda: {"out": call(0)}
@@ -253,17 +158,16 @@ def _write_impls(torch: Any, names: tuple[str, ...], skipped: dict[str, str], pe
         if stream != "bfloat16":
             skipped[PEER] = "TileKernels' post kernel takes bfloat16 streams only"
         else:
-            def make_peer(c: _Case) -> Any:
+            def make_peer(c: SiteCase) -> Any:
                 outs = [torch.empty_like(s[1]).unsqueeze(0) for s in c.sets]
 
                 def call(i: int) -> Any:
                     f, res, post, comb = c.sets[i % len(c.sets)]
-                    return peer[1](f.unsqueeze(0), res.unsqueeze(0), post.unsqueeze(0).unsqueeze(-1),
-                                   comb.unsqueeze(0), outs[i % len(c.sets)])
+                    return peer.post(f, res, post, comb, outs[i % len(c.sets)])
                 return call, lambda: {"out": call(0)[0].clone()}
             impls.append((PEER, "", make_peer))
     if "site_write" in names:
-        def make_ours(c: _Case) -> Any:
+        def make_ours(c: SiteCase) -> Any:
             from hccli.kernels.site_write import site_write
 
             outs = [torch.empty_like(s[1]) for s in c.sets]
@@ -275,38 +179,38 @@ def _write_impls(torch: Any, names: tuple[str, ...], skipped: dict[str, str], pe
     return impls
 
 
-def _identical(torch: Any, op: str, impl: str, collapse: str, got: dict[str, Any], c: _Case, iters: int,
+def _identical(torch: Any, op: str, impl: str, collapse: str, got: dict[str, Any], c: SiteCase, iters: int,
                eps: float) -> dict[str, bool]:
     from hccli.kernels.exact import hc_split_sinkhorn_exact
     from hccli.kernels.site_eager import collapse_eager, site_write_eager
 
-    if impl in ("eager", PEER):
+    if impl not in ("site_pre", "site_write"):
         return {}
     if op == "site-write":
-        return {"out": _equal(got["out"], site_write_eager(*c.sets[0]))}
+        return {"out": equal(got["out"], site_write_eager(*c.sets[0]))}
     x, pm = c.sets[0]
     want = hc_split_sinkhorn_exact(got["mixes"], c.scale, c.base, HC, iters, eps)
-    flags = {k: _equal(got[k], w) for k, w in zip(("pre", "post", "comb"), want)}
-    flags["collapsed"] = _equal(got["collapsed"], collapse_eager(x, got["pre"] if collapse == "own" else pm))
+    flags = {k: equal(got[k], w) for k, w in zip(("pre", "post", "comb"), want)}
+    flags["collapsed"] = equal(got["collapsed"], collapse_eager(x, got["pre"] if collapse == "own" else pm))
     return flags
 
 
-def run_site_bench(request: SiteBenchRequest,
-                   progress: Callable[[int, int, str], None] | None = None) -> SiteBenchResult:
-    """Time the site op on a CUDA GPU (default the first); HcError without one."""
+def prepare(request: SiteBenchRequest, known: tuple[str, ...]) -> tuple[Any, str, Any, SiteBenchRequest]:
+    """(torch, device, the streams' torch dtype, the request as run: every default filled in) for a site
+    bench whose implementations are `known`; HcError (one line) for what it cannot run, a CPU among it."""
     from hccli.kernels.registry import import_torch, normalise_device
 
     op, reps, warmup = request.op, request.reps, request.warmup
-    if op not in SITE_OPS:
-        raise HcError(f"site op {op!r} is unknown; expected one of {', '.join(SITE_OPS)}")
-    names = request.impls or impl_names(op)
+    names = request.impls or known
     for name in names:
-        if name not in impl_names(op):
+        if name not in known:
             raise HcError(f"implementation {name!r} is unknown to hc bench --op {op}; expected some of "
-                          f"{', '.join(impl_names(op))}")
+                          f"{', '.join(known)}")
     if not (1 <= reps <= MAX_BENCH_REPS and 0 <= warmup <= MAX_BENCH_WARMUP):
         raise HcError(f"reps {reps} / warmup {warmup}: expected reps 1 to {MAX_BENCH_REPS:,} and warmup 0 to "
                       f"{MAX_BENCH_WARMUP:,}")
+    if request.peers is not None:
+        P.check_dir(request.peers)  # first: a bad --peers is one line wherever it runs, not a skipped row
     torch = import_torch()
     dev = normalise_device(torch, request.device)
     if dev == "cpu" or not torch.cuda.is_available():
@@ -323,20 +227,28 @@ def run_site_bench(request: SiteBenchRequest,
     stream = stream_name(torch, dtype)
     check_site(HC, dim, stream)
     tokens = tuple(request.tokens or SITE_TOKENS)
-    # the request as run: every default filled in, what the helpers below read
-    req = replace(request, tokens=tokens, impls=tuple(names), stream=stream)
     elem = dtype.itemsize
     for n in tokens:
         if n < 1 or n * (HC + 1) * dim * elem > MAX_SITE_BENCH_BYTES:
             raise HcError(f"--tokens {n}: expected 1 to {MAX_SITE_BENCH_BYTES // ((HC + 1) * dim * elem):,} tokens at dim "
                           f"{dim} ({stream}): the streams of one count are at most {MAX_SITE_BENCH_BYTES:,} bytes")
     torch.cuda.set_device(dev)
+    return torch, dev, dtype, replace(request, tokens=tokens, impls=tuple(names), stream=stream)
+
+
+def run_site_bench(request: SiteBenchRequest,
+                   progress: Callable[[int, int, str], None] | None = None) -> SiteBenchResult:
+    """Time the site op on a CUDA GPU (default the first); HcError without one."""
+    op, reps, warmup = request.op, request.reps, request.warmup
+    if op not in SITE_OPS:
+        raise HcError(f"site op {op!r} is unknown; expected one of {', '.join(SITE_OPS)}")
+    torch, dev, dtype, req = prepare(request, impl_names(op))
+    names, dim, stream, tokens, elem = req.impls, req.dim, req.stream, req.tokens, dtype.itemsize
     skipped: dict[str, str] = {}
-    peer, why = tilekernels() if PEER in names else (None, None)
-    if why:
-        skipped[PEER] = why
-    impl_list = (_pre_impls(torch, dev, req, skipped, peer)
-                 if op == "site-pre" else _write_impls(torch, req.impls, skipped, peer, stream))
+    peers, why_not = P.load(req.peers, tuple(e for e in P.ENGINES if e in names))
+    skipped.update(why_not)
+    impl_list = (_pre_impls(torch, dev, req, skipped, peers)
+                 if op == "site-pre" else _write_impls(torch, req.impls, skipped, peers.get(PEER), stream))
     bpt = bytes_per_token(op, dim, elem)
     samples = bench.timer(torch, True)
     copy_gbps = bench.copy_bandwidth(torch, dev, 1 << 30)
@@ -346,30 +258,25 @@ def run_site_bench(request: SiteBenchRequest,
     with torch.no_grad():
         for n in tokens:
             nsets = max(1, min(8, math.ceil(bench.ROTATE_BYTES / (n * bpt))))
-            case = _Case(torch, req, n, dtype, dev, g, nsets)
+            case = SiteCase(torch, req, n, dtype, dev, g, nsets)
             eager_ms: dict[str, float] = {}
             for impl, collapse, make in impl_list:
                 if progress:
                     progress(done, total, f"{impl} {collapse} n={n:,}".replace("  ", " "))
                 call, outputs = make(case)
-                for i in range(max(1, warmup)):
-                    call(i)
-                torch.cuda.synchronize()
+                warm(torch, call, warmup)
                 got = outputs()
                 oracle = case.oracle[collapse]
-                errs = {k: _err(v, oracle[k]) for k, v in got.items()}
+                errs = {k: max_err(v, oracle[k]) for k, v in got.items()}
                 name = "collapsed" if op == "site-pre" else "out"
                 ulps = {name: case.stream_roundings(torch, op, got, collapse)}
                 flags = _identical(torch, op, impl, collapse, got, case, req.sinkhorn_iters, req.eps)
-                est = statistics.median(samples(call, 1, 3))
-                calls = max(1, min(1000, int(bench.SAMPLE_MS / max(est, 1e-4))))
-                times = samples(call, calls, reps)
-                ms = statistics.median(times)
+                ms, ms_min, calls = measure(samples, call, reps)
                 if impl == "eager":
                     eager_ms[collapse] = ms
                 gbps = n * bpt / (ms * 1e-3) / 1e9
                 base_ms = eager_ms.get(collapse)
-                rows.append(SiteBenchRow(impl, collapse, n, ms, min(times), calls, reps, n / (ms * 1e-3), gbps,
+                rows.append(SiteBenchRow(impl, collapse, n, ms, ms_min, calls, reps, n / (ms * 1e-3), gbps,
                                     100.0 * gbps / copy_gbps, base_ms / ms if base_ms else None, errs, ulps, flags))
                 done += 1
             del case
@@ -378,7 +285,7 @@ def run_site_bench(request: SiteBenchRequest,
         progress(total, total, "done")
     host_rows: tuple[Any, ...] = ()
     if req.host:
-        host_rows = time_site_host(torch, dev, req, dtype, rows, peer)
+        host_rows = time_site_host(torch, dev, req, dtype, rows, peers.get(PEER))
     statistic = (f"median over {reps} samples of the per-call time of back-to-back calls as people call each "
                  f"(CUDA events), after {max(1, warmup)} warm-up calls; inputs rotated over sets of >= "
                  f"{bench.ROTATE_BYTES >> 20} MiB in all; errors against the float64 chain on the first set")

@@ -49,8 +49,12 @@ def _pre_rows(torch: Any, dev: str, req: SiteBenchRequest, n: int, dtype: Any, g
         rows.append(HostRow(f"eager ({collapse})", n, gpu_ms.get(("eager", collapse, n)), None, eager_us, eager_us,
                             None))
         if collapse == "own" and peer is not None and stream == "bfloat16":
+            from hccli.bench.peers import SiteOp
+
+            op = SiteOp(fn, scale, base, norm_eps, eps, iters)
+
             def tk() -> Any:
-                return peer[0](x, fn, scale, base, norm_eps, eps, eps, 2.0, iters)
+                return peer.pre(x, op)
 
             tk()
             tk_us = host_us(torch, True, tk, CALLS, reps)
@@ -108,9 +112,9 @@ def _write_rows(torch: Any, dev: str, req: SiteBenchRequest, n: int, dtype: Any,
     eager_us = host_us(torch, True, lambda: site_write_eager(f, res, post, comb), max(10, CALLS // 10), reps)
     rows.append(HostRow("eager", n, gpu_ms.get(("eager", "", n)), None, eager_us, eager_us, None))
     if peer is not None and stream == "bfloat16":
-        args = (f.unsqueeze(0), res.unsqueeze(0), post.unsqueeze(0).unsqueeze(-1), comb.unsqueeze(0), out.unsqueeze(0))
-        peer[1](*args)
-        tk_us = host_us(torch, True, lambda: peer[1](*args), CALLS, reps)
+        args = (f, res, post, comb, out.unsqueeze(0))
+        peer.post(*args)
+        tk_us = host_us(torch, True, lambda: peer.post(*args), CALLS, reps)
         rows.append(HostRow(PEER, n, gpu_ms.get((PEER, "", n)), None, tk_us, tk_us, None))
     Wr.site_write(f, res, post, comb, out=out)
     kernel = Wr.compiled_write(dim, stream)

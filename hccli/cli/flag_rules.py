@@ -89,7 +89,11 @@ def _bench(f: Flags) -> None:
     if f["op"] != "split":
         if f["hc_mult"] not in (None, 4):
             raise HcError(f"--hc-mult {f['hc_mult']}: the site kernels are built for hc 4 only")
+        if f["op"] == "site-chain" and f["host"]:
+            raise HcError("--host times one eager call of site-pre / site-write; --op site-chain has none")
         return  # the site ops' own names for --impl are the core's to check
+    if f["peers"] is not None:
+        raise HcError("--peers loads the serving engines' site kernels, for --op site-pre, site-write, site-chain")
     from hccli.kernels.registry import TIMED, canonical
 
     for name in f["impl"] or ():

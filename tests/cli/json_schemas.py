@@ -43,7 +43,8 @@ COMMANDS: dict[str, tuple[str, tuple[tuple[str, str], ...]]] = {
     "run-kernel": ("The split-Sinkhorn op's outputs, or (--compare) golden vectors re-run.",
                    (("hccli.runkernel.run", "RunDocument"), ("hccli.runkernel.golden", "Comparison"))),
     "bench": ("Timings of the split-Sinkhorn op (--op split) or of the site's kernels (--op site-*).",
-              (("hccli.bench.op", "BenchResult"), ("hccli.bench.site", "SiteBenchResult"))),
+              (("hccli.bench.op", "BenchResult"), ("hccli.bench.site", "SiteBenchResult"),
+               ("hccli.bench.site_chain", "ChainBenchResult"))),
     "cache list": ("The cache of hub reads.", (("hccli.checkpoint.remote.cache", "CacheListing"),)),
     "cache clear": ("What was removed from the cache.", (("hccli.checkpoint.remote.cache", "CacheCleared"),)),
 }

@@ -145,7 +145,7 @@ def test_bench_site_op_bounds_the_token_count(monkeypatch):
 def test_tilekernels_is_optional_and_its_absence_is_said():
     import importlib.util
 
-    from hccli.bench.site import tilekernels
+    from hccli.bench.peers import tilekernels
 
     peer, why = tilekernels()
     if importlib.util.find_spec("tile_kernels") is None:

@@ -1,7 +1,9 @@
 """`hc bench`: time the split-Sinkhorn implementations (kernels/registry.py's table) on a GPU, or with
---op site-pre / site-write the site's kernels beside the eager chain and TileKernels."""
+--op site-pre / site-write / site-chain the site's kernels beside the eager chain, TileKernels and the
+serving engines' kernels (--peers DIR)."""
 
 
+from pathlib import Path
 from typing import Annotated, List, Optional
 
 import typer
@@ -44,12 +46,17 @@ EPILOG = """Examples:
 
 \b
   hc bench --op site-write --dim 4096 --stream-dtype f32
+
+\b
+  # site k's write-back + site k+1's pre: ours, TileKernels, vLLM's
+  hc bench --op site-chain --peers .device/peers --json > chain.json
 """
 
 class Op(Choice):
     split = "split"
     site_pre = "site-pre"
     site_write = "site-write"
+    site_chain = "site-chain"
 
 
 class Stream(Choice):
@@ -72,8 +79,8 @@ _OPS = ", ".join(o.value for o in Op)
 def bench_cmd(
     ctx: typer.Context,
     op: choice_option(Op, "--op", refuse=lambda v: f"--op {v!r} is unknown; expected one of {_OPS}",
-                      help="split (the split-Sinkhorn op, default), site-pre or site-write (the site's kernels, "
-                      "hc 4).") = Op.split,
+                      help="split (the split-Sinkhorn op, default), site-pre, site-write or site-chain (the "
+                      "site's kernels, hc 4; site-chain: a write-back then the next site's pre).") = Op.split,
     dim: Annotated[int, typer.Option("--dim", callback=at_least("--dim", 1),
                                      help="Features per stream for --op site-* (default 5120).")] = 5120,
     # --stream-dtype, not --dtype: inspect's --dtype is a stored dtype (F32, BF16); this is a compute one
@@ -86,7 +93,9 @@ def bench_cmd(
     tokens: TokenListOpt = None,
     impl: Annotated[Optional[List[str]], typer.Option("--impl", help=f"{one_of(list(TIMED))} (repeat; "
                                                       "default all that can run here); for --op site-*: eager, "
-                                                      "tilekernels, site_pre / site_write.")] = None,
+                                                      "tilekernels, vllm, site_pre / site_write; site-chain: "
+                                                      "site_write+site_pre, site_chain, tilekernels, vllm, "
+                                                      "sglang.")] = None,
     device: device_option("cuda, cuda:N or cpu (default: the first CUDA device).") = None,
     hc_mult: HcMultOpt = None,
     iters: ItersOpt = None,
@@ -101,6 +110,10 @@ def bench_cmd(
     host: Annotated[bool, typer.Option("--host", help="Also time the host side of one eager call (raw launch, "
                                        "public call with and without preallocated outputs) at n = 1, 64, "
                                        "4096.")] = False,
+    peers: Annotated[Optional[Path], typer.Option("--peers", metavar="DIR", help="For --op site-*: a folder "
+                                                  "of the serving engines' kernel files (DIR/vllm/, DIR/sglang/; "
+                                                  "see docs/commands/bench.md), timed beside ours; default none "
+                                                  "(they are skipped, and said so).")] = None,
     json_out: JsonOpt = False,
 ) -> None:
     """Time every implementation of the split-Sinkhorn op over a range of token counts.
@@ -126,7 +139,8 @@ def bench_cmd(
         _site(SiteBenchRequest(op.value, tuple(tokens) if tokens else None, tuple(impl) if impl else None, dim=dim,
                                stream=dtype.torch_name, sinkhorn_iters=iters, eps=eps,
                                norm_eps=SITE_NORM_EPS if norm_eps is None else norm_eps, reps=reps, warmup=warmup,
-                               seed=seed, host=host, device=device), json_out)
+                               seed=seed, host=host, device=device, peers=None if peers is None else str(peers)),
+              json_out)
         return
 
     names = tuple(canonical(n) for n in impl) if impl else TIMED
@@ -139,10 +153,14 @@ def bench_cmd(
 
 
 def _site(request: SiteBenchRequest, json_out: bool) -> None:
-    from hccli.cli.render import bench_site as render_bench_site
     from hccli.cli.output import emit, progress_bar
-    from hccli.bench.site import run_site_bench
 
+    if request.op == Op.site_chain.value:
+        from hccli.cli.render import bench_chain as render
+        from hccli.bench.site_chain import run_chain_bench as run
+    else:
+        from hccli.cli.render import bench_site as render  # type: ignore[no-redef]
+        from hccli.bench.site import run_site_bench as run  # type: ignore[no-redef]
     with progress_bar("timing") as tick:
-        result = run_site_bench(request, progress=tick)
-    emit(result, json_out, lambda: render_bench_site.renderables(result), command="bench")
+        result = run(request, progress=tick)
+    emit(result, json_out, lambda: render.renderables(result), command="bench")
