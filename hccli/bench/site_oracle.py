@@ -89,8 +89,8 @@ class SiteCase:
             out[collapse] = dict(r.items())
         return out
 
-    def streamroundings(self, torch: Any, op: str, got: dict[str, Any], collapse: str) -> float:
-        """_roundings of the streams' output against the float64 sum of its terms from the inputs and
+    def stream_roundings(self, torch: Any, op: str, got: dict[str, Any], collapse: str) -> float:
+        """roundings of the streams' output against the float64 sum of its terms from the inputs and
         the implementation's own pre mix (own collapse; the oracle's where it gives none), by chunks."""
         d, found, step = torch.float64, [], 4096
         if op == "site-write":

@@ -27,7 +27,9 @@ pytestmark = [
 ROOT = Path(__file__).resolve().parents[2]
 PEERS = Path(os.environ.get("HC_PEERS", ROOT / ".device" / "peers"))
 TOKENS = (1, 16, 17, 300, 1100)
-POST_COMB_ATOL = 2e-3  # TF32-class: mixes within ~1e-3 relative move a sigmoid or a Sinkhorn entry by less
+# TF32-class: mixes within ~1e-3 relative move a sigmoid or a Sinkhorn entry by a few 1e-3 (vLLM's fused
+# FMA path at 16 tokens: post 3.7e-3 in run 26); a call wired wrong is off by O(1)
+POST_COMB_ATOL = 1e-2
 
 
 @pytest.fixture(scope="module")
