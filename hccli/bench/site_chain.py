@@ -3,7 +3,6 @@
 Per token count and collapse (V4's own-site pre, V4.1's delayed pre mix), as people call each:
 - site_write+site_pre: ours as a pair, site_write into the new streams, then site_pre on
   them (public calls with `out=`);
-- site_chain: the fused kernel (hccli.kernels.site_chain), where this tree has it;
 - tilekernels (own): TileKernels' mhc_post_fwd, then mhc_pre_big_fuse on its output;
 - vllm / sglang: the engine's fused post-pre wrapper (bench/peers.py, from --peers DIR),
   and its delayed twin where its saved files have one.
@@ -29,8 +28,8 @@ from hccli.bench.site_host import HC
 from hccli.bench.site_oracle import max_err, measure, warm
 
 CHAIN_OP = "site-chain"
-PAIR, FUSED = "site_write+site_pre", "site_chain"
-CHAIN_IMPLS = (PAIR, FUSED, P.TILEKERNELS, P.VLLM, P.SGLANG)
+PAIR = "site_write+site_pre"
+CHAIN_IMPLS = (PAIR, P.TILEKERNELS, P.VLLM, P.SGLANG)
 OUTPUTS = ("streams", "post", "comb", "collapsed")
 
 
@@ -149,23 +148,6 @@ def _named(got: tuple[Any, Any]) -> dict[str, Any]:
             "collapsed": pre.collapsed.clone()}
 
 
-def _fused(req: SiteBenchRequest, collapse: str, site_chain: Callable[..., Any]) -> Make:
-    # THE LEAD'S FUSED KERNEL: hccli.kernels.site_chain.site_chain(f, residual, post, comb, fn_next: PackedFn,
-    # scale_next, base_next, *, sinkhorn_iters, eps, norm_eps, pre_mix=None, out=None) -> (streams, SitePre),
-    # called here as people call it; give it out= (as _ours does) once its out's form is settled.
-    from hccli.kernels.site_pre import pack_fn
-
-    def make(c: ChainCase) -> Any:
-        packed = pack_fn(c.fn, req.dim, req.stream)
-
-        def call(i: int) -> Any:
-            f, res, post, comb, pm = c.sets[i % len(c.sets)]
-            return site_chain(f, res, post, comb, packed, c.scale, c.base, sinkhorn_iters=req.sinkhorn_iters,
-                              eps=req.eps, norm_eps=req.norm_eps, pre_mix=None if collapse == "own" else pm)
-        return call, lambda: _named(call(0))
-    return make
-
-
 def _tk_pair(peer: P.Peer) -> Make:
     def make(c: ChainCase) -> Any:
         def call(i: int) -> Any:
@@ -193,19 +175,11 @@ def impls(torch: Any, req: SiteBenchRequest, peers: dict[str, P.Peer],
           skipped: dict[str, str]) -> list[tuple[str, str, Make]]:
     """(impl, collapse, make) of req.impls that can run here; what cannot, in skipped with why."""
     names = req.impls
-    try:
-        from hccli.kernels.site_chain import site_chain
-    except ImportError as exc:
-        site_chain = None
-        if FUSED in names:
-            skipped[FUSED] = f"hccli.kernels.site_chain does not import here ({exc})"
     out: list[tuple[str, str, Make]] = []
     for collapse in ("own", "delayed"):
         if PAIR in names:
             out.append((PAIR, collapse, _ours(torch, req, collapse)))
-        if FUSED in names and site_chain is not None:
-            out.append((FUSED, collapse, _fused(req, collapse, site_chain)))
-        for engine in (e for e in CHAIN_IMPLS[2:] if e in names and e in peers):
+        for engine in (e for e in CHAIN_IMPLS[1:] if e in names and e in peers):
             peer = peers[engine]
             fused = peer.fused if collapse == "own" else peer.fused_delayed
             if req.stream != "bfloat16":

@@ -119,7 +119,7 @@ def test_unknown_engine_names_are_checked_before_anything_runs():
     from hccli.bench.requests import SiteBenchRequest
     from hccli.bench.site_chain import run_chain_bench
 
-    with pytest.raises(HcError, match="expected some of site_write\\+site_pre, site_chain"):
+    with pytest.raises(HcError, match="expected some of site_write\\+site_pre, tilekernels"):
         run_chain_bench(SiteBenchRequest("site-chain", impls=("nope",)))
 
 

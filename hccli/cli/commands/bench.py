@@ -94,7 +94,7 @@ def bench_cmd(
     impl: Annotated[Optional[List[str]], typer.Option("--impl", help=f"{one_of(list(TIMED))} (repeat; "
                                                       "default all that can run here); for --op site-*: eager, "
                                                       "tilekernels, vllm, site_pre / site_write; site-chain: "
-                                                      "site_write+site_pre, site_chain, tilekernels, vllm, "
+                                                      "site_write+site_pre, tilekernels, vllm, "
                                                       "sglang.")] = None,
     device: device_option("cuda, cuda:N or cpu (default: the first CUDA device).") = None,
     hc_mult: HcMultOpt = None,
