@@ -117,9 +117,10 @@ def test_counts_include_the_hc_and_agree_with_the_exit_code(hc, pair):
 
 @pytest.mark.parametrize("values_all", [False, True])
 def test_progress_counts_bytes_up_to_the_total(pair, monkeypatch, values_all):
-    from hccli.checkpoint import view as hc_view
+    from hccli.diffing import values as DV
 
-    monkeypatch.setattr(hc_view, "CHUNK_ELEMENTS", 40)  # ticks inside a tensor too
+    monkeypatch.setattr(DV, "WINDOW_VALUES", 10)
+    monkeypatch.setattr(DV, "PIECE_BYTES", 80)  # ticks inside a tensor too, a piece at a time
     a, b = pair
     ticks = []
     with open_view(a) as va, open_view(b) as vb:
