@@ -291,16 +291,17 @@ def progress_bar(description: str, enabled: bool = True, *, in_bytes: bool = Fal
     """A transient progress bar on stderr; yields tick(done, total, what="").
 
     Shown only on a terminal, so that pipes and tests see clean output. in_bytes: done and total
-    are bytes, shown as such with the time left (work of very unequal items, where a count of
-    them would say little)."""
+    are bytes, shown as such with the rate and the time left (work of very unequal items, where a
+    count of them would say little)."""
     if not enabled or not err_console().is_terminal:
         yield _NoProgress()
         return
     from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
+                               TimeElapsedColumn, TimeRemainingColumn, TransferSpeedColumn)
 
     columns = [TextColumn("{task.description}"), BarColumn(), DownloadColumn() if in_bytes else MofNCompleteColumn(),
-               TimeElapsedColumn(), *([TimeRemainingColumn()] if in_bytes else [])]
+               *([TransferSpeedColumn()] if in_bytes else []), TimeElapsedColumn(),
+               *([TimeRemainingColumn()] if in_bytes else [])]
     with Progress(*columns, console=err_console(), transient=True) as prog:
         task = prog.add_task(description, total=None)
 

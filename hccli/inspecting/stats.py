@@ -72,9 +72,9 @@ class _Moments:
 
 
 def hc_stats(ckpt: Checkpoint, sites: list[HcSiteTensors], progress: Callable[[int, int, str], None] | None = None
-             ) -> tuple[list[TensorStats], list[str]]:
-    """(each HC tensor's statistics, in site order; a line for each reason some were left out).
-    progress(bytes done, bytes in all, tensor name)."""
+             ) -> tuple[list[TensorStats], list[str], int]:
+    """(each HC tensor's statistics, in site order; a line for each reason some were left out;
+    the bytes of values read). progress(bytes done, bytes in all, tensor name)."""
     tensors = [(s, part, *s.parts[part]) for s in sites for part in _PARTS if part in s.parts]
     notes: list[str] = []
     kept, total = [], 0
@@ -88,7 +88,7 @@ def hc_stats(ckpt: Checkpoint, sites: list[HcSiteTensors], progress: Callable[[i
         notes.append(f"{ckpt.label}: statistics of {len(tensors) - len(kept):,} of {plural(len(tensors), 'HC tensor')} left "
                      f"out: they hold {claimed:,} bytes in all, past the {MAX_STATS_BYTES:,} one --stats reads "
                      "(--layers picks the sites)")
-    out, before, undecoded = [], 0, []  # before: bytes of the tensors finished
+    out, before, undecoded, read = [], 0, [], 0  # before: bytes of the tensors finished
     for site, part, shard, info in kept:
         name = one_line(info.name)
         stream = value_stream(ckpt, shard, info)
@@ -104,6 +104,7 @@ def hc_stats(ckpt: Checkpoint, sites: list[HcSiteTensors], progress: Callable[[i
                     seen += x.size
                     if progress is not None:
                         progress(before + seen * info.nbytes // max(1, info.n_elements), total, name)
+            read += info.nbytes
             std = (m.m2 / m.n) ** 0.5 if m.n else None
             out.append(TensorStats(info.name, site.layer, site.site, part, info.dtype, info.n_elements, m.bad,
                                    m.lo, m.hi, m.mean if m.n else None, std))
@@ -111,4 +112,4 @@ def hc_stats(ckpt: Checkpoint, sites: list[HcSiteTensors], progress: Callable[[i
     if undecoded:
         notes.append(f"{ckpt.label}: no statistics of {plural(len(undecoded), 'HC tensor')} whose type is decoded nowhere "
                      f"here: {', '.join(undecoded[:5])}{' ...' if len(undecoded) > 5 else ''}")
-    return out, notes
+    return out, notes, read

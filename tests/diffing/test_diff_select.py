@@ -4,6 +4,7 @@ sites; and the counts of a diff agreeing with its exit code, HC included; progre
 from __future__ import annotations
 
 import re
+import time
 
 import numpy as np
 import pytest
@@ -134,7 +135,7 @@ def test_progress_counts_bytes_up_to_the_total(pair, monkeypatch, values_all):
     assert len(ticks) > (1000 if values_all else 15)  # per site (18 here), and per chunk of a tensor's values
 
 
-def test_the_progress_bar_in_bytes_shows_the_time_left(monkeypatch):
+def test_the_progress_bar_in_bytes_shows_the_rate_and_the_time_left(monkeypatch):
     import io
 
     from rich.console import Console
@@ -144,7 +145,10 @@ def test_the_progress_bar_in_bytes_shows_the_time_left(monkeypatch):
     sink = io.StringIO()
     monkeypatch.setattr(output, "_stderr", Console(file=sink, force_terminal=True, width=120))
     with output.progress_bar("comparing", in_bytes=True) as tick:
+        tick(1_000_000, 9_000_000, "layers.2")
+        time.sleep(0.05)
         tick(3_000_000, 9_000_000, "layers.3")
     shown = sink.getvalue()
     assert "3.0/9.0 MB" in shown
+    assert re.search(r"\d+(\.\d+)? [kMG]?B/s", shown), shown  # the rate
     assert len(re.findall(r"-:--:--|\d:\d\d:\d\d", shown.split("MB", 1)[1])) == 2  # elapsed, and left
