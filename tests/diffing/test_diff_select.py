@@ -97,6 +97,28 @@ def test_where_other_tensors_sit():
     assert Selection(frozenset({7}), frozenset({"ffn"})).other("mtp.1.ffn.gate.weight", 6, 2)
 
 
+NAMES = ["embed.weight", "head.weight", "norm.weight", "head.weight_x", "layers.3.attn.wq_a.weight",
+         "layers.3.attn_norm.weight", "layers.30.attn.x", "layers.03.attn.x", "layers.6.ffn.x", "layers.7.x",
+         "layers.8.ffn_norm.weight", "mtp.0.ffn.x", "mtp.1.attn.x", "mtp.2.attn.x", "mtp.01.x", "mtp.1", "layers.3",
+         "layers.3x.attn.x", "layers..attn.x", "x.layers.3.attn.y", "layers.3.engram.wkv.weight"]
+
+
+@pytest.mark.parametrize("layers", [{3}, {0, 3}, {6}, {7}, {8}, {9}, {30}, {3, 6, 7, 8}])
+@pytest.mark.parametrize("sites", [None, {"attn"}, {"ffn", "head"}])
+def test_the_layer_prefixes_reject_only_what_other_rejects(layers, sites):
+    from hccli.diffing.select import layer_prefixes
+
+    sel = Selection(frozenset(layers), None if sites is None else frozenset(sites))
+    starts = layer_prefixes(sel.layers, 6, 2)
+    kept = [n for n in NAMES if sel.other(n, 6, 2)]
+    assert kept == [n for n in NAMES if n.startswith(starts) and sel.other(n, 6, 2)]
+    if sites is None and len(layers) == 1:  # what the careful check keeps, so that the above is not empty
+        assert kept == {3: ["layers.3.attn.wq_a.weight", "layers.3.attn_norm.weight", "layers.3.engram.wkv.weight"],
+                        6: ["layers.6.ffn.x", "mtp.0.ffn.x"], 7: ["layers.7.x", "mtp.1.attn.x"],
+                        8: ["head.weight", "norm.weight", "layers.8.ffn_norm.weight", "mtp.2.attn.x"],
+                        9: [], 30: ["layers.30.attn.x"]}[min(layers)]
+
+
 def test_counts_include_the_hc_and_agree_with_the_exit_code(hc, pair):
     a, b = pair
     ffn = hc("diff", a, b, "--values", "all", "--site", "ffn", "--json")  # both changes are attn's
