@@ -69,7 +69,7 @@ class LocalFile(ByteSource):
 
     # a chunk copied out of the page cache and compared while it is still in the CPU's cache
     # (benchmarks/NOTES.md, issue 37)
-    chunk_bytes = 256 << 10
+    chunk_bytes = 512 << 10
 
     def __init__(self, path: str | os.PathLike[str]):
         self._path = Path(path)

@@ -16,8 +16,7 @@ same bits: +0.0 against -0.0 is within any tolerance, not equal. Nothing here pr
 from __future__ import annotations
 
 import math
-from collections import deque
-from concurrent.futures import Future, ThreadPoolExecutor
+import threading
 from dataclasses import dataclass
 from typing import Iterator
 
@@ -174,22 +173,41 @@ def compare_values(a: HcView, b: HcView, pairs: list[tuple[OtherTensor, OtherTen
                 stop = min(start + size, sa.elements)
                 yield _Piece(i, sa, sb, start, stop, window, sa.nbytes(stop - start) + sb.nbytes(stop - start))
 
-    def finish(p: _Piece, done: Future) -> None:
+    def finish(p: _Piece, windows: list[Figures]) -> None:
         t = tallies[p.row]
-        t.add(done.result())
+        t.add(windows)
         advance(p.nbytes, t.name)
         if not t.pieces:
             rows[p.row] = t.row()
 
-    pool = ThreadPoolExecutor(VALUE_THREADS)
+    # Each thread takes the next piece itself: no thread hands pieces out, so none waits on one
+    # that does. The lock keeps the pieces, the tallies and the progress in one order.
+    work, lock, stop, failed = pieces(), threading.Lock(), threading.Event(), []
+
+    def worker() -> None:
+        try:
+            while not stop.is_set():
+                with lock:
+                    p = next(work, None)
+                if p is None:
+                    return
+                windows = _compare_piece(p, atol, rtol)
+                with lock:
+                    finish(p, windows)
+        except BaseException as exc:  # an unreadable file, a decoding error: said once, by the caller
+            failed.append(exc)
+            stop.set()
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(VALUE_THREADS)]
+    for t in threads:
+        t.start()
     try:
-        ahead: deque[tuple[_Piece, Future]] = deque()
-        for p in pieces():
-            ahead.append((p, pool.submit(_compare_piece, p, atol, rtol)))
-            if len(ahead) > 2 * VALUE_THREADS:
-                finish(*ahead.popleft())
-        while ahead:
-            finish(*ahead.popleft())
+        for t in threads:
+            t.join()
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)  # an error or a stop: the pieces not begun never are
+        stop.set()  # a stop (Ctrl-C, SIGTERM): the pieces begun end, no other begins
+        for t in threads:
+            t.join()
+    if failed:
+        raise failed[0]
     return tuple(r for r in rows if r is not None)

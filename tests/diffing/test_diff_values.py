@@ -142,3 +142,28 @@ def test_memory_stays_bounded_whatever_the_tensor_size(tiny, tmp_path):
     assert (row["status"], row["max_abs"]) == ("differs", 7.0)
     assert doc["bytes_read_a"] >= size and doc["bytes_read_b"] >= size
     assert peak < 400, peak
+
+
+def test_a_stop_while_the_threads_compare_is_the_one_line_and_128_plus_the_signal(tiny, tmp_path):
+    """SIGTERM lands in the main thread, which waits on the two; the pieces begun end, no other
+    begins, and the process says so at once (16 GiB of values a side would take seconds more)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import ROOT
+
+    size = 16 << 30
+    entries = [("w", "I8", [size])]
+    a, b = side(tiny, tmp_path / "a", entries), side(tiny, tmp_path / "b", entries)
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    proc = subprocess.Popen([sys.executable, "-m", "hccli", "diff", str(a), str(b), "--values", "all", "--json"],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)  # past the start-up, into the values
+    sent = time.perf_counter()
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert time.perf_counter() - sent < 2.0
+    assert proc.returncode == 128 + signal.SIGTERM and err == "hc: interrupted (SIGTERM)\n" and out == ""
