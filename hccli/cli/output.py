@@ -298,11 +298,14 @@ def progress_bar(description: str, enabled: bool = True, *, in_bytes: bool = Fal
         return
     from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn,
                                TimeElapsedColumn, TimeRemainingColumn, TransferSpeedColumn)
+    from rich.table import Column
 
-    columns = [TextColumn("{task.description}"), BarColumn(), DownloadColumn() if in_bytes else MofNCompleteColumn(),
+    # one line at any width: the description (a tensor's name, say) gives way, cut with an ellipsis
+    what = TextColumn("{task.description}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"))
+    columns = [what, BarColumn(bar_width=20), DownloadColumn() if in_bytes else MofNCompleteColumn(),
                *([TransferSpeedColumn()] if in_bytes else []), TimeElapsedColumn(),
                *([TimeRemainingColumn()] if in_bytes else [])]
-    with Progress(*columns, console=err_console(), transient=True) as prog:
+    with Progress(*columns, console=err_console(), transient=True, expand=True) as prog:
         task = prog.add_task(description, total=None)
 
         def tick(done: int, total: int, what: str = "") -> None:

@@ -173,4 +173,11 @@ def test_the_progress_bar_in_bytes_shows_the_rate_and_the_time_left(monkeypatch)
     shown = sink.getvalue()
     assert "3.0/9.0 MB" in shown
     assert re.search(r"\d+(\.\d+)? [kMG]?B/s", shown), shown  # the rate
+    narrow = io.StringIO()
+    monkeypatch.setattr(output, "_stderr", Console(file=narrow, force_terminal=True, width=80))
+    with output.progress_bar("comparing", in_bytes=True) as tick:
+        tick(7_200_000_000, 14_800_000_000, "layers.0.ffn.experts.108.w1.scale")
+    lines = [ln for ln in re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "\n", narrow.getvalue()).splitlines() if ln.strip()]
+    assert lines and all(len(ln) <= 80 for ln in lines) and any("7.2/14.8 GB" in ln for ln in lines), lines
+    assert any("comparing layers.0" in ln and "…" in ln for ln in lines)  # the name gives way, not the figures
     assert len(re.findall(r"-:--:--|\d:\d\d:\d\d", shown.split("MB", 1)[1])) == 2  # elapsed, and left
