@@ -267,7 +267,7 @@ def test_stats_equal_numpy_over_the_stored_values(tiny_ckpt):
     assert picked_doc["stats_bytes_read"] == sum(s["elements"] * 4 for s in picked)
     out = run_hc("inspect", tiny_ckpt, "--stats").stdout
     assert "layers.0.hc_attn_fn" in out and "non-finite" in out and "Hyper-connections" not in out
-    assert f"read {doc['stats_bytes_read']:,} stored bytes" in out
+    assert f"read {doc['stats_bytes_read']:,} bytes" in out
 
 
 def test_stats_in_small_chunks_count_non_finite_values(tmp_path, monkeypatch):

@@ -308,4 +308,4 @@ def _stats(stats: list, read: int) -> Iterator[Any]:
     yield Text("")
     yield t if stats else Text("no HC tensor values to count")
     if stats:
-        yield Text(f"read {plural(read, 'stored byte')} ({size(read)}) of HC values")
+        yield Text(f"read {plural(read, 'byte')} ({size(read)}) of HC values")
