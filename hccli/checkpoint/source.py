@@ -132,7 +132,8 @@ class LocalFile(ByteSource):
 
     def read_into(self, offset: int, into: memoryview) -> None:
         length = len(into)
-        self._open_range(offset, length)
+        if type(offset) is not int or not 0 <= offset <= self._size - length or self._fd is None:
+            self._open_range(offset, length)  # says what is wrong; run per read, the checks above are its fast accept
         got = 0
         try:  # preadv releases the GIL: another thread compares meanwhile
             got = _preadv(self._fd, into, offset)
