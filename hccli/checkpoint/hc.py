@@ -311,9 +311,9 @@ def value_stream(ckpt: Checkpoint, shard: Shard, info: TensorInfo,
         return None
     from hccli.checkpoint.gguf.store import dequantize, quant_block
 
-    values, size = unit = quant_block(info.dtype)
+    values, size = block = quant_block(info.dtype)
     where = f"{shard.path}: tensor '{one_line(info.name)}'"
-    return TensorStream(shard.header, info, source, unit,
+    return TensorStream(shard.header, info, source, block,
                         lambda raw: dequantize(raw, info.dtype, (len(raw) // size * values,), where))
 
 

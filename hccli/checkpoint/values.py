@@ -172,9 +172,11 @@ class TensorStream:
     alone: one element of a safetensors type, a block of a GGML quant (`decode_block`)."""
 
     def __init__(self, header: Header, info: TensorInfo, open_source: Callable[[], ByteSource],
-                 unit: tuple[int, int] = (1, 0), decode_block: Callable[[memoryview], np.ndarray] | None = None):
+                 block: tuple[int, int] | None = None, decode_block: Callable[[memoryview], np.ndarray] | None = None):
+        """block: (values, bytes) of a GGML quant's block, which decode_block dequantises; None for
+        a type of values.py's own."""
         self.header, self.info, self.open = header, info, open_source
-        self.unit_values, self.unit_bytes = unit if decode_block else (1, DTYPES[info.dtype] // 8)
+        self.unit_values, self.unit_bytes = block if block is not None else (1, DTYPES[info.dtype] // 8)
         self.elements = info.n_elements
         self._decode_block = decode_block
 

@@ -49,6 +49,7 @@ class CountingSource(ByteSource):
 
     def __init__(self, inner: ByteSource, counter: list[int]):
         self.inner, self.counter = inner, counter
+        self.chunk_bytes = inner.chunk_bytes
 
     @property
     def name(self) -> str:
@@ -56,10 +57,6 @@ class CountingSource(ByteSource):
 
     def size(self) -> int:
         return self.inner.size()
-
-    @property
-    def chunk_bytes(self) -> int:  # type: ignore[override]
-        return self.inner.chunk_bytes
 
     def read(self, offset: int, length: int) -> bytes:
         out = self.inner.read(offset, length)
