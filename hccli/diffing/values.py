@@ -98,21 +98,27 @@ Figures = tuple[float, float, int, bool]  # max abs, max rel, elements beyond th
 def _compare_piece(p: _Piece, atol: float, rtol: float) -> list[Figures]:
     """The figures of each window of one piece."""
     out = []
-    with p.a.open() as ra, p.b.open() as rb:
-        unit, wide = _common_unit(p.a, p.b)
-        step = unit * max(1, min(CHUNK_ELEMENTS // unit, min(ra.chunk_bytes, rb.chunk_bytes) // wide))
-        one_type = p.a.dtype == p.b.dtype  # then both sides' chunks are of one length
+    a, b = p.a, p.b
+    with a.open() as ra, b.open() as rb:
+        unit, wide = _common_unit(a, b)
+        step = unit * max(1, min(ra.chunk_bytes, rb.chunk_bytes) // wide)  # the sources' read size
+        part = unit * max(1, CHUNK_ELEMENTS // unit)  # the values decoded at a time where bytes differ
+        one_type = a.dtype == b.dtype  # then both sides' chunks are of one length
         for start in range(p.start, p.stop, p.window):
             stop = min(start + p.window, p.stop)
             mx = mr = 0.0
             beyond, same = 0, True
-            for xa, xb in zip(p.a.chunks(ra, step, start, stop), p.b.chunks(rb, step, start, stop)):
+            for xa, xb in zip(a.chunks(ra, step, start, stop), b.chunks(rb, step, start, stop)):
                 # xa is a view of the start of its bytearray (TensorStream.chunks): bytearray.startswith
                 # is one memcmp, where memoryview == memoryview compares byte by byte in Python
                 if one_type and xa.obj.startswith(xb):
                     continue
-                m, r, bad, eq, _ = compare_arrays(p.a.decode(xa), p.b.decode(xb), atol, rtol)
-                mx, mr, beyond, same = _nan_max(mx, m), _nan_max(mr, r), beyond + bad, same and eq
+                n = len(xa) // a.unit_bytes * a.unit_values
+                for i in range(0, n, part):
+                    j = min(i + part, n)
+                    m, r, bad, eq, _ = compare_arrays(a.decode(xa[a.nbytes(i):a.nbytes(j)]),
+                                                      b.decode(xb[b.nbytes(i):b.nbytes(j)]), atol, rtol)
+                    mx, mr, beyond, same = _nan_max(mx, m), _nan_max(mr, r), beyond + bad, same and eq
             out.append((mx, mr, beyond, same))
     return out
 

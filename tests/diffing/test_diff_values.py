@@ -167,3 +167,35 @@ def test_a_stop_while_the_threads_compare_is_the_one_line_and_128_plus_the_signa
     out, err = proc.communicate(timeout=60)
     assert time.perf_counter() - sent < 2.0
     assert proc.returncode == 128 + signal.SIGTERM and err == "hc: interrupted (SIGTERM)\n" and out == ""
+
+
+def test_the_figures_do_not_hang_on_the_read_or_decode_sizes(tiny, tmp_path, monkeypatch):
+    """Lone NaNs, infinities and small differences, read and decoded in pieces of every size: the
+    rows are those of one read and one decode a window."""
+    import numpy as np
+    from diff_fixtures import add_shard
+
+    rng = np.random.default_rng(5)
+    xa = {f"t.{k}": rng.standard_normal(5000).astype(dt) for k, dt in enumerate((np.float32, np.float16, np.float64))}
+    xb = {k: v.copy() for k, v in xa.items()}
+    for k, v in xb.items():
+        v[rng.integers(0, v.size, 7)] += 0.5
+        v[[11, 4000]] = np.nan
+        v[2500] = np.inf
+    xb["t.eq"] = xa["t.eq"] = rng.standard_normal(3000).astype(np.float32)
+    a, b = shutil.copytree(tiny, tmp_path / "a"), shutil.copytree(tiny, tmp_path / "b")
+    add_shard(a, "model-extra.safetensors", xa)
+    add_shard(b, "model-extra.safetensors", xb)
+
+    def rows():
+        with open_view(a) as va, open_view(b) as vb:
+            pairs = [(x, y) for x, y in shared_others(va, vb, Selection(None, None)) if x.name.startswith("t.")]
+            return DV.compare_values(va, vb, pairs, atol=1e-3, rtol=0.0)
+
+    monkeypatch.setattr(DV, "WINDOW_VALUES", 1024)
+    whole = rows()
+    assert {r.name: r.status for r in whole} == {"t.0": "differs", "t.1": "differs", "t.2": "differs", "t.eq": "equal"}
+    for chunk, part in ((64, 7), (1000, 1 << 20), (4096, 3), (1 << 20, 1000)):
+        monkeypatch.setattr(LocalFile, "chunk_bytes", chunk)
+        monkeypatch.setattr(DV, "CHUNK_ELEMENTS", part)
+        assert rows() == whole, (chunk, part)
