@@ -38,7 +38,7 @@ WINDOW_VALUES = 1 << 22
 CHUNK_ELEMENTS = 1 << 20
 # stored bytes of the wider side one piece of work holds (whole windows; one window at least)
 PIECE_BYTES = 16 << 20
-VALUE_THREADS = 2  # benchmarks/bench_values.py: a second thread pays; reads release the GIL
+VALUE_THREADS = 2  # benchmarks/NOTES.md (issue 37): a second thread pays on 2 cores; reads release the GIL
 
 
 @dataclass(frozen=True)
