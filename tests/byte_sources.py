@@ -44,6 +44,10 @@ class CountingSource(ByteSource):
         assert len(out) == length
         return out
 
+    def read_into(self, offset: int, into: memoryview) -> None:
+        self.calls.append((offset, len(into)))
+        self.inner.read_into(offset, into)
+
     @property
     def bytes_read(self) -> int:
         return sum(n for _, n in self.calls)

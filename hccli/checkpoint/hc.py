@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # numpy is imported where values are decoded: `inspect --json
     import numpy as np
 
     from hccli.checkpoint.gguf.settings import GgufModel
+    from hccli.checkpoint.values import TensorStream
     from hccli.model.config.model import ModelConfig
 
 
@@ -292,39 +293,28 @@ def count_nonfinite(ckpt: Checkpoint, site: HcSiteTensors, part: str) -> int:
         return sum(map(count_nonfinite_f32, iter_tensor_bytes(src, shard.header, info.name, 8 << 20)))
 
 
-def value_chunks(ckpt: Checkpoint, shard: Shard, info: TensorInfo, chunk_elements: int,
-                 wrap: Callable[[ByteSource], ByteSource] | None = None) -> Iterator[np.ndarray] | None:
-    """One tensor's values as float64 chunks of at most chunk_elements, so that a tensor of any
-    size is looked at without holding it: decoded by values.py, or a GGML quant's whole blocks
-    dequantised a slice at a time; None for a type decoded nowhere. wrap: around the source
-    (a counter of the bytes read)."""
-    from hccli.checkpoint.safetensors.header_types import DTYPES
-    from hccli.checkpoint.values import READABLE_DTYPES, iter_tensor_bytes, iter_tensor_chunks
-
-    import numpy as np
+def value_stream(ckpt: Checkpoint, shard: Shard, info: TensorInfo,
+                 wrap: Callable[[ByteSource], ByteSource] | None = None) -> TensorStream | None:
+    """One tensor's stored bytes in bounded chunks and their values (values.TensorStream), so that
+    a tensor of any size is looked at without holding it: a type values.py decodes, or a GGML
+    quant's whole blocks dequantised by the gguf package; None for a type decoded nowhere.
+    wrap: around the source (a counter of the bytes read)."""
+    from hccli.checkpoint.values import READABLE_DTYPES, TensorStream, tensor_stream
 
     def source() -> ByteSource:
         src = ckpt.source(shard)
         return wrap(src) if wrap is not None else src
 
     if info.dtype in READABLE_DTYPES:
-        def stream() -> Iterator[np.ndarray]:
-            with source() as src:
-                for x in iter_tensor_chunks(src, shard.header, info.name, chunk_elements * DTYPES[info.dtype] // 8):
-                    yield x.astype(np.float64)
-        return stream()
+        return tensor_stream(source, shard.header, info.name)
     if not is_gguf(shard):
         return None
+    from hccli.checkpoint.gguf.store import dequantize, quant_block
 
-    def blocks() -> Iterator[np.ndarray]:
-        from hccli.checkpoint.gguf.store import dequantize, quant_block
-
-        values, size = quant_block(info.dtype)
-        where = f"{shard.path}: tensor '{one_line(info.name)}'"
-        with source() as src:
-            for raw in iter_tensor_bytes(src, shard.header, info.name, max(1, chunk_elements // values) * size):
-                yield dequantize(raw, info.dtype, (len(raw) // size * values,), where).astype(np.float64)
-    return blocks()
+    values, size = block = quant_block(info.dtype)
+    where = f"{shard.path}: tensor '{one_line(info.name)}'"
+    return TensorStream(shard.header, info, source, block,
+                        lambda raw: dequantize(raw, info.dtype, (len(raw) // size * values,), where))
 
 
 def read_base_scale(ckpt: Checkpoint, site: HcSiteTensors) -> tuple[np.ndarray, np.ndarray]:

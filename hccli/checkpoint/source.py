@@ -31,6 +31,15 @@ class ByteSource(ABC):
     def read(self, offset: int, length: int) -> bytes:
         """Exactly `length` bytes starting at `offset`, or SourceError."""
 
+    # the reads that suit this source when a tensor's bytes are streamed (values.iter_tensor_bytes):
+    # few and large where each is a round trip
+    chunk_bytes: int = 8 << 20
+
+    def read_into(self, offset: int, into: memoryview) -> None:
+        """Exactly len(into) bytes starting at `offset`, written into `into`: a caller's buffer,
+        reused from read to read."""
+        into[:] = self.read(offset, len(into))
+
     def _check_range(self, offset: int, length: int, size: int) -> None:
         if type(offset) is not int or type(length) is not int or offset < 0 or length < 0:
             raise SourceError(
@@ -57,6 +66,10 @@ class ByteSource(ABC):
 
 class LocalFile(ByteSource):
     """A file on disk, read with positioned reads of exactly the requested length."""
+
+    # a chunk copied out of the page cache and compared while it is still in the CPU's cache
+    # (benchmarks/NOTES.md, issue 37)
+    chunk_bytes = 512 << 10
 
     def __init__(self, path: str | os.PathLike[str]):
         self._path = Path(path)
@@ -103,29 +116,47 @@ class LocalFile(ByteSource):
         return self._size
 
     def read(self, offset: int, length: int) -> bytes:
-        self._check_range(offset, length, self._size)
-        if self._fd is None:
-            raise SourceError(f"{one_line(self._name)}: read after close", "unreadable")
+        self._open_range(offset, length)
         chunks: list[bytes] = []
         got = 0
         while got < length:
             try:
                 chunk = _pread(self._fd, length - got, offset + got)
             except OSError as exc:
-                raise SourceError(
-                    f"{one_line(self._name)}: read failed at offset {offset + got}"
-                    f" ({one_line(exc.strerror or str(exc))})",
-                    "unreadable",
-                ) from None
+                raise self._failed(offset + got, exc) from None
             if not chunk:
-                raise SourceError(
-                    f"{one_line(self._name)}: expected {length} bytes at offset {offset},"
-                    f" file ended after {got} (it shrank while being read?)",
-                    "short_read",
-                )
+                raise self._ended(offset, length, got)
             chunks.append(chunk)
             got += len(chunk)
         return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+    def read_into(self, offset: int, into: memoryview) -> None:
+        length = len(into)
+        if type(offset) is not int or not 0 <= offset <= self._size - length or self._fd is None:
+            self._open_range(offset, length)  # says what is wrong; run per read, the checks above are its fast accept
+        got = 0
+        try:  # preadv releases the GIL: another thread compares meanwhile
+            got = _preadv(self._fd, into, offset)
+            while got < length:
+                n = _preadv(self._fd, into[got:], offset + got)
+                if not n:
+                    raise self._ended(offset, length, got)
+                got += n
+        except OSError as exc:
+            raise self._failed(offset + got, exc) from None
+
+    def _open_range(self, offset: int, length: int) -> None:
+        self._check_range(offset, length, self._size)
+        if self._fd is None:
+            raise SourceError(f"{one_line(self._name)}: read after close", "unreadable")
+
+    def _failed(self, at: int, exc: OSError) -> SourceError:
+        return SourceError(f"{one_line(self._name)}: read failed at offset {at}"
+                           f" ({one_line(exc.strerror or str(exc))})", "unreadable")
+
+    def _ended(self, offset: int, length: int, got: int) -> SourceError:
+        return SourceError(f"{one_line(self._name)}: expected {length} bytes at offset {offset},"
+                           f" file ended after {got} (it shrank while being read?)", "short_read")
 
     def close(self) -> None:
         if self._fd is not None:
@@ -140,6 +171,17 @@ class LocalFile(ByteSource):
 
     def __repr__(self) -> str:
         return f"LocalFile({self._name!r})"
+
+
+def _preadv(fd: int, into: memoryview, offset: int) -> int:
+    if _PREADV:
+        return os.preadv(fd, [into], offset)
+    chunk = _pread(fd, len(into), offset)  # pragma: no cover - macOS before 11, Windows
+    into[:len(chunk)] = chunk  # pragma: no cover
+    return len(chunk)  # pragma: no cover
+
+
+_PREADV = hasattr(os, "preadv")
 
 
 def _pread(fd: int, length: int, offset: int) -> bytes:

@@ -1,7 +1,7 @@
 """Reading one tensor's values at offsets a validated header gave, without reading the shard.
 
-Only the tensor's own bytes are read (one `source.read`, or bounded chunks of them with
-`iter_tensor_chunks` when the tensor may be too large to hold). Native dtypes come back as
+Only the tensor's own bytes are read (one `source.read`, or bounded chunks of them into one
+buffer with a `TensorStream` when the tensor may be too large to hold). Native dtypes come back as
 read-only numpy views of those bytes; BF16 and the 8-bit floats are widened to float32
 exactly (BF16 by a 16-bit shift, FP8 through a 256-entry table). Returned arrays are
 read-only either way; `.copy()` one to write into it. numpy is imported where values are
@@ -11,7 +11,7 @@ decoded: the NaN/Inf count of float32 bytes (`count_nonfinite_f32`) needs none.
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator
 
 from hccli.base.bounded import one_line
 from hccli.checkpoint.safetensors.header_types import DTYPES, Header, TensorInfo, quote
@@ -165,17 +165,58 @@ def iter_tensor_bytes(source: ByteSource, header: Header, name: str, step: int) 
         yield source.read(info.abs_begin + start, min(step, info.nbytes - start))
 
 
-def iter_tensor_chunks(source: ByteSource, header: Header, name: str, chunk_bytes: int = 8 << 20
-                       ) -> Iterator[np.ndarray]:
-    """The values of tensor `name`, flat, a read of at most ~chunk_bytes at a time (whole
-    elements), so that a tensor of any size is looked at without holding it. A tensor that
-    fits in one chunk is one read, as with read_tensor."""
-    info = _readable(header, name)
-    item = DTYPES[info.dtype] // 8
-    for raw in iter_tensor_bytes(source, header, name, max(item, chunk_bytes - chunk_bytes % item)):
-        values = _decode(raw, info.dtype)
-        values.flags.writeable = False
-        yield values
+class TensorStream:
+    """One tensor's stored bytes read a chunk at a time into one buffer reused all along (no
+    allocation a read), and decoded to float64 only where the caller asks: the value path of
+    `diff --values all` and `inspect --stats`. A unit is the least run of values that decodes
+    alone: one element of a safetensors type, a block of a GGML quant (`decode_block`)."""
+
+    def __init__(self, header: Header, info: TensorInfo, open_source: Callable[[], ByteSource],
+                 block: tuple[int, int] | None = None, decode_block: Callable[[memoryview], np.ndarray] | None = None):
+        """block: (values, bytes) of a GGML quant's block, which decode_block dequantises; None for
+        a type of values.py's own."""
+        self.header, self.info, self.open = header, info, open_source
+        self.unit_values, self.unit_bytes = block if block is not None else (1, DTYPES[info.dtype] // 8)
+        self.elements = info.n_elements
+        self._decode_block = decode_block
+
+    @property
+    def dtype(self) -> str:
+        return self.info.dtype
+
+    def chunks(self, src: ByteSource, step: int, start: int = 0, stop: int | None = None) -> Iterator[memoryview]:
+        """The stored bytes of values start .. stop (whole units; stop None: the last), `step`
+        values (whole units) a read, each a view of the start of one buffer that the next read
+        overwrites."""
+        _check_size(src, self.header)
+        at = self.info.abs_begin + self.nbytes(start)
+        end = self.info.abs_begin + self.nbytes(self.elements if stop is None else stop)
+        step_bytes = self.nbytes(step)
+        buf = memoryview(bytearray(min(step_bytes, end - at)))
+        read = src.read_into
+        while at < end:  # per chunk as little Python as can be: it runs under the GIL
+            n = end - at
+            into = buf if n >= step_bytes else buf[:n]
+            read(at, into)
+            yield into
+            at += step_bytes
+
+    def nbytes(self, values: int) -> int:
+        """Stored bytes of that many values (whole units)."""
+        return values // self.unit_values * self.unit_bytes
+
+    def decode(self, raw: memoryview) -> np.ndarray:
+        """Whole units' bytes as float64 values, flat."""
+        import numpy as np
+
+        if self._decode_block is not None:
+            return self._decode_block(raw).astype(np.float64).reshape(-1)
+        return _decode(raw, self.info.dtype).astype(np.float64)
+
+
+def tensor_stream(source: Callable[[], ByteSource], header: Header, name: str) -> TensorStream:
+    """A stream of tensor `name` of a readable dtype; source() opens the file anew."""
+    return TensorStream(header, _readable(header, name), source)
 
 
 # A float32 is NaN or Inf when its 8 exponent bits are all ones: the high byte (little-endian)

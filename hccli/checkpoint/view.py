@@ -15,7 +15,7 @@ import math
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -38,8 +38,9 @@ from hccli.base.vocab import (
     parse_hc_name,
 )
 
-# --values all decodes this many elements at a time: float64 copies of 32 MB, a few of them live
-CHUNK_ELEMENTS = 1 << 22
+if TYPE_CHECKING:
+    from hccli.checkpoint.values import TensorStream
+
 _COUNT_LOCK = threading.Lock()  # remote sides read from several threads
 
 
@@ -48,6 +49,7 @@ class CountingSource(ByteSource):
 
     def __init__(self, inner: ByteSource, counter: list[int]):
         self.inner, self.counter = inner, counter
+        self.chunk_bytes = inner.chunk_bytes
 
     @property
     def name(self) -> str:
@@ -60,6 +62,10 @@ class CountingSource(ByteSource):
         out = self.inner.read(offset, length)
         _count(self.counter, len(out))
         return out
+
+    def read_into(self, offset: int, into: memoryview) -> None:
+        self.inner.read_into(offset, into)
+        _count(self.counter, len(into))
 
     def close(self) -> None:
         self.inner.close()
@@ -120,7 +126,7 @@ class HcView:
     remote: bool = False  # each read is a round trip: worth overlapping
     counter: list[int] = field(default_factory=lambda: [0])
     second_spellings: list[tuple[str, str, str]] = field(default_factory=list)  # (name, name, canonical)
-    _chunks: Callable[[str], Iterator[np.ndarray] | None] | None = field(default=None, repr=False)
+    _stream: Callable[[str], TensorStream | None] | None = field(default=None, repr=False)
     damage: tuple[Any, ...] = ()  # what opening found wrong (checkpoint/verify/damage.py): findings
     _absent: Callable[[str], str | None] | None = field(default=None, repr=False)
 
@@ -132,10 +138,10 @@ class HcView:
     def bytes_read(self) -> int:
         return self.counter[0]
 
-    def value_chunks(self, stored_name: str) -> Iterator[np.ndarray] | None:
-        """A non-HC tensor's values as float64 chunks in storage order (bounded memory),
-        or None where its type cannot be decoded here."""
-        return self._chunks(stored_name) if self._chunks else None
+    def value_stream(self, stored_name: str) -> TensorStream | None:
+        """A non-HC tensor's stored bytes in bounded chunks and their values in storage order
+        (hc.value_stream, its reads counted), or None where its type cannot be decoded here."""
+        return self._stream(stored_name) if self._stream else None
 
     def close(self) -> None:
         """Nothing is held open between reads; kept so that a view is used in `with`."""
@@ -264,8 +270,9 @@ def open_view(path: str | Path, config: str | Path | None = None, *, whole: bool
         # tuple.__new__ is the C constructor; a NamedTuple's own __new__ is Python code, per tensor
         others.append(_new(OtherTensor, (canon, name, dt, info.shape, info.nbytes, params)))
 
-    def chunks(stored: str) -> Iterator[np.ndarray] | None:
-        return _chunks(ckpt, stored, counter)
+    def stream(stored: str) -> TensorStream | None:
+        shard, info = ckpt.tensors()[stored]
+        return H.value_stream(ckpt, shard, info, lambda src: CountingSource(src, counter))
 
     if cfg is not None:
         model = ModelShape(cfg.hc_mult, cfg.n_layers, cfg.dim, "config")
@@ -278,14 +285,5 @@ def open_view(path: str | Path, config: str | Path | None = None, *, whole: bool
     if gguf:
         n_stages = 0  # llama.cpp's converter drops the stages; the head mix is numbered without them
     return HcView(label, "gguf" if gguf else "safetensors", detection, model, n_stages, iters, eps, norm_eps, hc,
-                  others, ckpt.config_note, ckpt.remote is not None, counter, H.second_spellings(ckpt), chunks,
+                  others, ckpt.config_note, ckpt.remote is not None, counter, H.second_spellings(ckpt), stream,
                   tuple(found), damage.absence(ckpt))
-
-
-def _chunks(ckpt, stored: str, counter: list[int]) -> Iterator[np.ndarray] | None:
-    """One tensor's values as float64 chunks of at most CHUNK_ELEMENTS (hc.value_chunks), its reads
-    counted."""
-    from hccli.checkpoint.hc import value_chunks
-
-    shard, info = ckpt.tensors()[stored]
-    return value_chunks(ckpt, shard, info, CHUNK_ELEMENTS, lambda src: CountingSource(src, counter))

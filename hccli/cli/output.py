@@ -291,17 +291,21 @@ def progress_bar(description: str, enabled: bool = True, *, in_bytes: bool = Fal
     """A transient progress bar on stderr; yields tick(done, total, what="").
 
     Shown only on a terminal, so that pipes and tests see clean output. in_bytes: done and total
-    are bytes, shown as such with the time left (work of very unequal items, where a count of
-    them would say little)."""
+    are bytes, shown as such with the rate and the time left (work of very unequal items, where a
+    count of them would say little)."""
     if not enabled or not err_console().is_terminal:
         yield _NoProgress()
         return
     from rich.progress import (BarColumn, DownloadColumn, MofNCompleteColumn, Progress, TextColumn,
-                               TimeElapsedColumn, TimeRemainingColumn)
+                               TimeElapsedColumn, TimeRemainingColumn, TransferSpeedColumn)
+    from rich.table import Column
 
-    columns = [TextColumn("{task.description}"), BarColumn(), DownloadColumn() if in_bytes else MofNCompleteColumn(),
-               TimeElapsedColumn(), *([TimeRemainingColumn()] if in_bytes else [])]
-    with Progress(*columns, console=err_console(), transient=True) as prog:
+    # one line at any width: the description (a tensor's name, say) gives way, cut with an ellipsis
+    what = TextColumn("{task.description}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis"))
+    columns = [what, BarColumn(bar_width=20), DownloadColumn() if in_bytes else MofNCompleteColumn(),
+               *([TransferSpeedColumn()] if in_bytes else []), TimeElapsedColumn(),
+               *([TimeRemainingColumn()] if in_bytes else [])]
+    with Progress(*columns, console=err_console(), transient=True, expand=True) as prog:
         task = prog.add_task(description, total=None)
 
         def tick(done: int, total: int, what: str = "") -> None:

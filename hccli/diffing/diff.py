@@ -7,19 +7,14 @@ dtype or GGML type, the largest absolute and relative difference, and the effect
 downstream: the pre/post weights and comb matrix that the base alone gives
 (mixes = 0), and those that seeded sample hidden states give through each side's
 whole site (hccli/diffing/effect.py, through hccli/ops/site.py's projection). The rest of the inventory is compared by name,
-dtype and shape unless values are asked for.
-
-Relative difference is |b - a| / max(|a|, |b|) per element (0 where both are 0);
-an element is within tolerance when |b - a| <= atol + rtol * |a| (A is the
-reference). NaN equals NaN at the same place. "equal" (bit-identical) means the
-same bits: +0.0 against -0.0 is within any tolerance, not equal. Nothing here prints.
+dtype and shape unless values are asked for (hccli/diffing/values.py: the differences and
+the tolerance are defined there, for the HC tensors too). Nothing here prints.
 """
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Iterator
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -30,18 +25,19 @@ from hccli.diffing.effect import Effect, sample_hidden, sample_tokens, site_effe
 from hccli.diffing.select import (Advance, DiffRequest, Meter, Selection,
                                   check_selection, hc_bytes, no_advance, numbering, shared_others, site_groups)
 from hccli.base.errors import HcError
-from hccli.checkpoint.view import HcTensor, HcView, component_of, read_both
+from hccli.checkpoint.view import HcTensor, HcView, read_both
 from hccli.diffing.inventory import Changed, DiffComponentRow, HcCounts, compare_inventory, hc_counts
 from hccli.model.layers import no_site_matches
 from hccli.model.shape import differences
-from hccli.ops.compare import COMPARE_VERDICTS, compare_verdict, gaps, same_bits
+from hccli.diffing.values import DIFFERS, EQUAL, WITHIN, ValueRow, compare_arrays, compare_values
+from hccli.ops.compare import COMPARE_VERDICTS, compare_verdict
 from hccli.checkpoint.verify.findings import Finding, SidedFinding, sided
 from hccli.base.vocab import HC_PARTS, SITE_ORDER
 
 
 # Statuses, worst first. A tensor the side's dialect cannot hold is not a defect.
 MISSING_A, MISSING_B, TRANSPOSED, SHAPE = "only_in_b", "only_in_a", "transposed", "shape"
-DIFFERS, WITHIN, EQUAL, NOT_IN_DIALECT = "differs", "within", "equal", "not_in_dialect"
+NOT_IN_DIALECT = "not_in_dialect"  # DIFFERS, WITHIN, EQUAL: diffing/values.py's, one word for both tables
 _RANK = {MISSING_A: 0, MISSING_B: 0, TRANSPOSED: 0, SHAPE: 0, DIFFERS: 1, WITHIN: 2, EQUAL: 3, NOT_IN_DIALECT: 4}
 _PART_ORDER = {p: i for i, p in enumerate(HC_PARTS)}
 
@@ -70,15 +66,6 @@ class DiffSiteRow:
     @property
     def ok(self) -> bool:
         return self.status in (WITHIN, EQUAL, NOT_IN_DIALECT)
-
-
-@dataclass(frozen=True)
-class ValueRow:
-    name: str
-    component: str
-    status: str  # "equal" | "within" | "differs" | "not compared: ..."
-    max_abs: float | None
-    max_rel: float | None
 
 
 @dataclass(frozen=True)
@@ -158,24 +145,6 @@ def model_difference(a: HcView, b: HcView) -> str | None:
 
 # --- comparing values ----------------------------------------------------------------------
 
-def _compare(a: np.ndarray, b: np.ndarray, atol: float, rtol: float) -> tuple[float, float, int, bool, float]:
-    """(max abs, max rel, elements beyond tolerance, bit-identical values, max abs / max |a|)."""
-    if same_bits(a, b):  # the common case, without float64 copies
-        return 0.0, 0.0, 0, True, 0.0
-    c = gaps(a, b)
-    a64, diff = c.a, c.gap
-    with np.errstate(all="ignore"):
-        denom = np.maximum(np.abs(a64), np.abs(c.b))
-        rel = np.where(diff == 0, 0.0, diff / np.where(denom == 0, 1.0, denom))
-        bad = (diff != 0) & ~(diff <= atol + rtol * np.abs(a64))  # a nan difference is beyond any tolerance
-    identical = False  # the bits differ (same_bits above); numerically equal values are "within", 0 apart
-    mx = float(np.max(diff)) if diff.size else 0.0
-    mr = float(np.max(rel)) if rel.size else 0.0
-    top = float(np.max(np.abs(a64))) if a64.size else 0.0
-    scaled = 0.0 if mx == 0 else (mx / top if top > 0 and np.isfinite(top) else float("inf"))
-    return mx, mr, int(bad.sum()), identical, scaled
-
-
 def _row(layer: int, hc, ta: HcTensor | None, tb: HcTensor | None, status: str, stats=None) -> DiffSiteRow:
     mx, mr, beyond, scaled = stats if stats else (None, None, None, None)
     return DiffSiteRow(layer, hc.site, hc.part, hc.canonical(), status, mx, mr, beyond, scaled,
@@ -210,7 +179,7 @@ def compare_hc(a: HcView, b: HcView, *, atol: float, rtol: float, tokens: int, s
                 status = TRANSPOSED if xa.ndim == 2 and xa.shape == xb.shape[::-1] else SHAPE
                 part_rows[hc.part] = _row(layer, hc, ta, tb, status)
                 continue
-            mx, mr, beyond, same, scaled = _compare(xa, xb, atol, rtol)
+            mx, mr, beyond, same, scaled = compare_arrays(xa, xb, atol, rtol)
             status = EQUAL if same else (WITHIN if beyond == 0 else DIFFERS)
             part_rows[hc.part] = _row(layer, hc, ta, tb, status, (mx, mr, beyond, scaled))
             va[hc.part], vb[hc.part] = xa, xb
@@ -229,55 +198,6 @@ def sort_rows(rows: list[DiffSiteRow]) -> list[DiffSiteRow]:
         s = 0.0 if r.rel_to_max is None else (np.inf if r.rel_to_max != r.rel_to_max else r.rel_to_max)
         return (_RANK[r.status], -s, r.layer, SITE_ORDER[r.site], _PART_ORDER[r.part])
     return sorted(rows, key=key)
-
-
-def _paired(ita: Iterator[np.ndarray], itb: Iterator[np.ndarray]) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """Two chunk streams of one element sequence, re-cut into pieces of equal length."""
-    xa: np.ndarray | None = np.empty(0)
-    xb: np.ndarray | None = np.empty(0)
-    while True:
-        if xa is not None and not len(xa):
-            xa = next(ita, None)
-        if xb is not None and not len(xb):
-            xb = next(itb, None)
-        if xa is None or xb is None:
-            return
-        n = min(len(xa), len(xb))
-        yield xa[:n], xb[:n]
-        xa, xb = xa[n:], xb[n:]
-
-
-def compare_values(a: HcView, b: HcView, *, atol: float, rtol: float, advance: Advance = no_advance,
-                   selection: Selection = Selection(None, None)) -> tuple[ValueRow, ...]:
-    """Every selected non-HC tensor both sides hold, streamed chunk by chunk (bounded memory)."""
-    out = []
-    for ta, tb in shared_others(a, b, selection):
-        comp = component_of(ta.name)
-        na, nb = math.prod(ta.shape), math.prod(tb.shape)
-        both, told, seen = ta.nbytes + tb.nbytes, 0, 0  # bytes advanced so far, elements compared
-        if ta.shape != tb.shape or na != nb:
-            advance(both, ta.name)
-            out.append(ValueRow(ta.name, comp, f"not compared: shape {list(ta.shape)} vs {list(tb.shape)}",
-                                None, None))
-            continue
-        ca, cb = a.value_chunks(ta.stored_name), b.value_chunks(tb.stored_name)
-        if ca is None or cb is None:
-            what = ta.dtype if ca is None else tb.dtype
-            advance(both, ta.name)
-            out.append(ValueRow(ta.name, comp, f"not compared: {what} values are not decoded here", None, None))
-            continue
-        mx = mr = 0.0
-        beyond, same = 0, True
-        for xa, xb in _paired(ca, cb):
-            m, r, bad, eq, _ = _compare(xa, xb, atol, rtol)
-            mx, mr, beyond, same = max(mx, m), max(mr, r), beyond + bad, same and eq
-            seen += len(xa)
-            now = both * seen // na
-            advance(now - told, ta.name)
-            told = now
-        advance(both - told, ta.name)
-        out.append(ValueRow(ta.name, comp, EQUAL if same else (WITHIN if beyond == 0 else DIFFERS), mx, mr))
-    return tuple(out)
 
 
 def build_diff(a: HcView, b: HcView, request: DiffRequest = DiffRequest(), *,
@@ -304,7 +224,8 @@ def build_diff(a: HcView, b: HcView, request: DiffRequest = DiffRequest(), *,
     selection = check_selection(Selection(request.layers, sites), n_layers, n_stages, head_mix)
     tokens, sampled = sample_tokens(tokens, a.model.hc_mult or b.model.hc_mult, a.model.dim or b.model.dim)
     total = sum(hc_bytes(a, b, names) for names in site_groups(a, b, selection).values())
-    total += sum(x.nbytes + y.nbytes for x, y in shared_others(a, b, selection)) if request.values_all else 0
+    pairs = shared_others(a, b, selection) if request.values_all else []
+    total += sum(x.nbytes + y.nbytes for x, y in pairs)
     advance = Meter(total, progress) if progress else no_advance
     rows = compare_hc(a, b, atol=atol, rtol=rtol, tokens=tokens, seed=seed, advance=advance, selection=selection)
     if not rows:
@@ -312,8 +233,7 @@ def build_diff(a: HcView, b: HcView, request: DiffRequest = DiffRequest(), *,
         raise HcError(no_site_matches("A and B", ((t.hc.layer(n_layers, n_stages), t.hc.site)
                                                   for v in (a, b) for t in v.hc.values()),
                                       selection.layers, selection.sites, "HC tensor") + why)
-    values = compare_values(a, b, atol=atol, rtol=rtol, advance=advance, selection=selection) \
-        if request.values_all else None
+    values = compare_values(a, b, pairs, atol=atol, rtol=rtol, advance=advance) if request.values_all else None
     differ = {r.name for r in rows if r.status == DIFFERS} | {v.name for v in values or () if v.status == DIFFERS}
     only_a, only_b, changed, comps = compare_inventory(a, b, differ)
     model = {"hc_mult": a.model.hc_mult or b.model.hc_mult, "n_layers": a.model.n_layers or b.model.n_layers,

@@ -110,7 +110,20 @@ def hc_bytes(a: HcView, b: HcView, names: list[HcName]) -> int:
 def shared_others(a: HcView, b: HcView, selection: Selection) -> list[tuple[OtherTensor, OtherTensor]]:
     n_layers, n_stages = numbering(a, b)
     oa = {t.name: t for t in a.others}
-    return [(oa[t.name], t) for t in b.others if t.name in oa and selection.other(t.name, n_layers, n_stages)]
+    others = b.others
+    if selection.layers is not None:  # a C-level reject first: ~100k names, a few thousand under the layers
+        starts = layer_prefixes(selection.layers, n_layers, n_stages)
+        others = [t for t in others if t.name.startswith(starts)]
+    return [(oa[t.name], t) for t in others if t.name in oa and selection.other(t.name, n_layers, n_stages)]
+
+
+def layer_prefixes(layers: frozenset[int], n_layers: int, n_stages: int) -> tuple[str, ...]:
+    """How every name `_place` puts under one of `layers` begins (owner_of's numbers have no
+    leading zeros; a backbone number past the backbone counts as it is, as _place counts it)."""
+    out = [f"layers.{n}." for n in layers]
+    out += [f"mtp.{n - n_layers}." for n in layers if n >= n_layers]
+    out += list(_HEAD_TENSORS) if n_layers + n_stages in layers else []
+    return tuple(out)
 
 
 class Meter:

@@ -100,6 +100,7 @@ class InspectDocument:
     verified: bool
     # present when asked for (--metadata, --stats, a tensor selection); the list, ~100k rows, last
     metadata: list[FileMetadata] | None = field(default=None, metadata=OMIT_IF_NONE)
+    stats_bytes_read: int | None = field(default=None, metadata=OMIT_IF_NONE)  # the stored bytes --stats read
     stats: list[TensorStats] | None = field(default=None, metadata=OMIT_IF_NONE)
     tensor_list: list[TensorRow] | None = field(default=None, metadata=OMIT_IF_NONE)
 

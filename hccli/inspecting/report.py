@@ -61,6 +61,7 @@ class InspectReport:
     notes: list[str] = field(default_factory=list, repr=False, compare=False)  # warnings for people, not in JSON
     metadata: list[FileMetadata] | None = None  # --metadata: each file's own
     stats: list[TensorStats] | None = None  # --stats: the selected sites' HC tensors
+    stats_bytes_read: int | None = None  # --stats: the bytes of their values read
     sites: tuple[HcSiteTensors, ...] = field(default=(), repr=False, compare=False)  # the HC sites selected
     damage: list[Finding] = field(default_factory=list)  # what opening found (checkpoint/verify/damage.py), --verify or not
 
@@ -69,8 +70,8 @@ class InspectReport:
         bounded chunks: a second pass the command shows its own progress for)."""
         from hccli.inspecting.stats import hc_stats
 
-        stats, notes = hc_stats(self.ckpt, list(self.sites), progress)
-        return replace(self, stats=stats, notes=[*self.notes, *notes])
+        stats, notes, read = hc_stats(self.ckpt, list(self.sites), progress)
+        return replace(self, stats=stats, stats_bytes_read=read, notes=[*self.notes, *notes])
 
     @property
     def tensors(self) -> dict:
@@ -141,7 +142,8 @@ class InspectReport:
                 cached_files=remote.transfer.cached_files, offline=remote.offline),
             verified=self.findings is not None,
         )
-        return InspectDocument(**fields, metadata=self.metadata, stats=self.stats, tensor_list=self.rows)
+        return InspectDocument(**fields, metadata=self.metadata, stats_bytes_read=self.stats_bytes_read,
+                               stats=self.stats, tensor_list=self.rows)
 
 
 def _columns(ckpt: Checkpoint) -> list[Columns]:

@@ -1,7 +1,7 @@
 """`hc inspect --stats`: value statistics of the HC tensors (fn, base, scale of each site): min,
 max, mean and standard deviation of the finite values, and how many are not finite.
 
-Each tensor is streamed in bounded chunks (checkpoint/hc.value_chunks, diff's reader), so that
+Each tensor is streamed in bounded chunks (checkpoint/hc.value_stream, diff's reader), so that
 a tensor of any size is looked at without holding it; the chunks' moments are merged exactly
 (Chan et al.'s pairwise update, in float64). The bytes read by one --stats are bounded
 (MAX_STATS_BYTES): a real V4-Pro's HC tensors are ~0.35 GB, and a hostile header may claim
@@ -15,7 +15,7 @@ from typing import Callable
 
 from hccli.base.words import plural
 from hccli.base.bounded import one_line
-from hccli.checkpoint.hc import value_chunks
+from hccli.checkpoint.hc import value_stream
 from hccli.checkpoint.shardset import Checkpoint, HcSiteTensors
 
 # stored bytes of HC tensors one --stats reads: ~6x a V4-Pro's (fn 24 x 28,672 F32 at ~125 sites)
@@ -72,9 +72,9 @@ class _Moments:
 
 
 def hc_stats(ckpt: Checkpoint, sites: list[HcSiteTensors], progress: Callable[[int, int, str], None] | None = None
-             ) -> tuple[list[TensorStats], list[str]]:
-    """(each HC tensor's statistics, in site order; a line for each reason some were left out).
-    progress(bytes done, bytes in all, tensor name)."""
+             ) -> tuple[list[TensorStats], list[str], int]:
+    """(each HC tensor's statistics, in site order; a line for each reason some were left out;
+    the bytes of values read). progress(bytes done, bytes in all, tensor name)."""
     tensors = [(s, part, *s.parts[part]) for s in sites for part in _PARTS if part in s.parts]
     notes: list[str] = []
     kept, total = [], 0
@@ -88,19 +88,23 @@ def hc_stats(ckpt: Checkpoint, sites: list[HcSiteTensors], progress: Callable[[i
         notes.append(f"{ckpt.label}: statistics of {len(tensors) - len(kept):,} of {plural(len(tensors), 'HC tensor')} left "
                      f"out: they hold {claimed:,} bytes in all, past the {MAX_STATS_BYTES:,} one --stats reads "
                      "(--layers picks the sites)")
-    out, before, undecoded = [], 0, []  # before: bytes of the tensors finished
+    out, before, undecoded, read = [], 0, [], 0  # before: bytes of the tensors finished
     for site, part, shard, info in kept:
         name = one_line(info.name)
-        chunks = value_chunks(ckpt, shard, info, STATS_CHUNK_ELEMENTS)
-        if chunks is None:
+        stream = value_stream(ckpt, shard, info)
+        if stream is None:
             undecoded.append(f"'{name}' ({info.dtype})")
         else:
             m, seen = _Moments(), 0
-            for x in chunks:
-                m.add(x)
-                seen += x.size
-                if progress is not None:
-                    progress(before + seen * info.nbytes // max(1, info.n_elements), total, name)
+            step = max(1, STATS_CHUNK_ELEMENTS // stream.unit_values) * stream.unit_values
+            with stream.open() as src:
+                for raw in stream.chunks(src, step):
+                    x = stream.decode(raw)
+                    m.add(x)
+                    seen += x.size
+                    if progress is not None:
+                        progress(before + seen * info.nbytes // max(1, info.n_elements), total, name)
+            read += info.nbytes
             std = (m.m2 / m.n) ** 0.5 if m.n else None
             out.append(TensorStats(info.name, site.layer, site.site, part, info.dtype, info.n_elements, m.bad,
                                    m.lo, m.hi, m.mean if m.n else None, std))
@@ -108,4 +112,4 @@ def hc_stats(ckpt: Checkpoint, sites: list[HcSiteTensors], progress: Callable[[i
     if undecoded:
         notes.append(f"{ckpt.label}: no statistics of {plural(len(undecoded), 'HC tensor')} whose type is decoded nowhere "
                      f"here: {', '.join(undecoded[:5])}{' ...' if len(undecoded) > 5 else ''}")
-    return out, notes
+    return out, notes, read

@@ -43,6 +43,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 TESTED = {
     "bench_inspect.py": "test_bench_inspect_quick",
     "bench_remote.py": "test_bench_remote_quick",
+    "bench_values.py": "test_bench_values_quick",
     "compare_docs.py": "test_compare_docs_quick",
     "kernel_seed_check.py": "test_kernel_seed_check_without_cuda",
     "phantom.py": "test_bench_inspect_quick",  # the helper bench_inspect and profile_inspect import
@@ -153,6 +154,28 @@ def test_bench_inspect_quick(tmp_path):
     assert rows["--json"]["exit_code"] == 0 and rows["rich"]["exit_code"] == 0
     assert rows["--verify --json"]["exit_code"] in (0, 1)
     assert (rows["--json"]["must"], rows["--verify --json"]["must"], rows["rich"]["must"]) == (1.3, 2.2, 1.6)
+    assert "peak RSS of the hc commands" in printed
+
+
+def test_bench_values_quick(tmp_path):
+    needs("torch")  # the peers' loops are torch's, as a user writes them
+    out = tmp_path / "values.json"
+    printed = ok(run("bench_values.py", "--quick", "--json", str(out)))
+    doc = json.loads(out.read_text())
+    assert doc["quick"] is True and doc["runs"] == 1 and doc["changed"].startswith("layers.0.attn")
+    rows = {r["command"]: r for r in doc["rows"]}
+    assert list(rows) == ["peer", "peer bytes", "diff", "stats peer", "stats"]
+    # each command read the same bytes as its peer: the same tensors, whole (the script stops where
+    # one of them missed the tensor that differs)
+    assert rows["peer"]["gb_a_side"] == rows["peer bytes"]["gb_a_side"] == rows["diff"]["gb_a_side"] > 0
+    assert rows["stats peer"]["gb_a_side"] == rows["stats"]["gb_a_side"] > 0
+    for name, r in rows.items():
+        peer = rows["stats peer" if name.startswith("stats") else "peer"]
+        assert r["median_s"] > 0 and r["cpu_median_s"] > 0 and r["peak_rss_mb"] > 0 and len(r["runs"]) == 1
+        assert r["gbps"] == pytest.approx(r["gb_a_side"] / r["median_s"])
+        assert r["ratio_to_peer"] == pytest.approx(r["gbps"] / peer["gbps"])
+        assert (r["loop_gbps"] is None) == (name in ("diff", "stats"))
+    assert (rows["diff"]["must"], rows["diff"]["goal"]) == (1.0, 1.5)
     assert "peak RSS of the hc commands" in printed
 
 

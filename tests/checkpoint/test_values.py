@@ -25,9 +25,9 @@ from hccli.checkpoint.source import LocalFile
 from hccli.checkpoint.values import (
     READABLE_DTYPES,
     TensorReadError,
-    iter_tensor_chunks,
     read_tensor,
     read_tensor_bytes,
+    tensor_stream,
 )
 from hccli.base.errors import HcError
 
@@ -207,8 +207,12 @@ def test_sub_byte_dtypes_are_raw_bytes_only():
     assert "F4" not in READABLE_DTYPES and "BF16" in READABLE_DTYPES
 
 
-@pytest.mark.parametrize("read", [read_tensor, lambda src, header, name: next(iter_tensor_chunks(src, header, name))],
-                         ids=["whole", "chunks"])
+def _first_chunk(src, header, name):
+    stream = tensor_stream(lambda: src, header, name)
+    return next(stream.chunks(src, 1 << 20))
+
+
+@pytest.mark.parametrize("read", [read_tensor, _first_chunk], ids=["whole", "chunks"])
 def test_file_changed_since_the_header_was_read(tmp_path, read):
     path = tmp_path / "grows.safetensors"
     stnp.save_file({"a": np.zeros(2, np.float32)}, str(path))
@@ -221,24 +225,40 @@ def test_file_changed_since_the_header_was_read(tmp_path, read):
     assert exc.value.code == "file_changed" and str(path) in str(exc.value)
 
 
-@pytest.mark.parametrize("dtype, chunk", [("F32", 12), ("F32", 10), ("BF16", 6), ("F64", 1), ("F8_E4M3", 7)])
-def test_chunks_are_whole_elements_and_add_up_to_the_tensor(tmp_path, dtype, chunk):
+@pytest.mark.parametrize("dtype, step", [("F32", 3), ("F32", 5), ("BF16", 3), ("F64", 1), ("F8_E4M3", 7)])
+@pytest.mark.parametrize("start, stop", [(0, None), (5, 29)])
+def test_chunks_are_whole_elements_and_add_up_to_the_tensor(tmp_path, dtype, step, start, stop):
     rng = np.random.default_rng(3)
     raw = rng.integers(0, 256, 37 * 8, dtype=np.uint8).tobytes()
-    n = 37 * 8 * 8 // {"F32": 32, "BF16": 16, "F64": 64, "F8_E4M3": 8}[dtype]
+    item = {"F32": 4, "BF16": 2, "F64": 8, "F8_E4M3": 1}[dtype]
+    n = len(raw) // item
     text = json.dumps({"w": {"dtype": dtype, "shape": [n], "data_offsets": [0, len(raw)]}}).encode()
     data = struct.pack("<Q", len(text)) + text + raw
     src = MemorySource(data)
     header = read_header(src)
     src.calls.clear()
-    chunks = list(iter_tensor_chunks(src, header, "w", chunk))
-    whole = read_tensor(src, header, "w")
-    _same(np.concatenate(chunks), whole.reshape(-1))
-    item = len(raw) // n
-    step = max(item, chunk - chunk % item)  # whole elements, at least one
-    want = [min(step, len(raw) - i) for i in range(0, len(raw), step)]
-    assert [length for _, length in src.calls[:len(chunks)]] == want
-    assert all(not c.flags.writeable for c in chunks)
+    stream = tensor_stream(lambda: src, header, "w")
+    assert (stream.unit_values, stream.unit_bytes, stream.elements) == (1, item, n)
+    # each chunk decoded before the next read overwrites the one buffer
+    chunks = [stream.decode(c) for c in stream.chunks(src, step, start, stop)]
+    whole = read_tensor(src, header, "w").reshape(-1)[start:stop]
+    _same(np.concatenate(chunks), whole.astype(np.float64))
+    assert all(c.dtype == np.float64 for c in chunks)
+    end = n if stop is None else stop
+    begin = header["w"].abs_begin
+    want = [(begin + i * item, min(step, end - i) * item) for i in range(start, end, step)]
+    assert src.calls[:len(chunks)] == want  # exactly the bytes of the values asked for, a step at a time
+
+
+def test_chunks_are_views_of_one_buffer():
+    raw = bytes(range(40))
+    text = json.dumps({"w": {"dtype": "U8", "shape": [40], "data_offsets": [0, 40]}}).encode()
+    data = struct.pack("<Q", len(text)) + text + raw
+    src = MemorySource(data)
+    stream = tensor_stream(lambda: src, read_header(src), "w")
+    seen = [(c.obj, bytes(c)) for c in stream.chunks(src, 16)]
+    assert [b for _, b in seen] == [raw[:16], raw[16:32], raw[32:]]
+    assert len({id(o) for o, _ in seen}) == 1 and len(seen[0][0]) == 16  # one buffer, the size of one step
 
 
 def test_a_tensor_that_fits_one_chunk_is_one_read(tmp_path):
@@ -247,7 +267,8 @@ def test_a_tensor_that_fits_one_chunk_is_one_read(tmp_path):
     with LocalFile(path) as inner:
         header = read_header(inner)
         src = CountingSource(inner)
-        (values,) = iter_tensor_chunks(src, header, "b")
+        stream = tensor_stream(lambda: src, header, "b")
+        (values,) = [stream.decode(c) for c in stream.chunks(src, 1 << 20)]
     assert src.calls == [(header["b"].abs_begin, 14)] and values.tolist() == list(range(7))
 
 
@@ -255,8 +276,27 @@ def test_chunks_check_the_dtype_first():
     text = json.dumps({"f4": {"dtype": "F4", "shape": [2, 4], "data_offsets": [0, 4]}}).encode()
     data = struct.pack("<Q", len(text)) + text + b"\x12\x34\x56\x78"
     with pytest.raises(TensorReadError) as exc:
-        next(iter_tensor_chunks(MemorySource(data), parse_header(data, len(data), "m"), "f4"))
+        tensor_stream(lambda: MemorySource(data), parse_header(data, len(data), "m"), "f4")
     assert exc.value.code == "unsupported_dtype"
+
+
+def test_read_into_fills_the_buffer_and_says_a_short_file(tmp_path):
+    from hccli.base.bounded import SourceError
+
+    path = tmp_path / "f.bin"
+    path.write_bytes(bytes(range(256)) * 4)
+    with LocalFile(path) as src:
+        buf = memoryview(bytearray(300))
+        src.read_into(700, buf[:200])
+        assert bytes(buf[:200]) == (bytes(range(256)) * 4)[700:900] and bytes(buf[200:]) == bytes(100)
+        with pytest.raises(SourceError) as exc:
+            src.read_into(900, buf)  # past the end the file had when opened
+        assert exc.value.code == "short_read"
+        with open(path, "r+b") as f:
+            f.truncate(800)  # shrinks after it was opened
+        with pytest.raises(SourceError) as exc:
+            src.read_into(700, buf[:200])
+        assert exc.value.code == "short_read" and "file ended after 100" in str(exc.value)
 
 
 @settings(max_examples=150, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])

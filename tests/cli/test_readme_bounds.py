@@ -6,7 +6,8 @@ import re
 from conftest import ROOT
 
 from hccli.base import bounded, safe_write, vocab
-from hccli.checkpoint import view as hc_view
+from hccli.checkpoint import source as sources
+from hccli.diffing import values as diff_values
 from hccli.inspecting import hc as inspect_hc, meta as inspect_meta, stats as inspect_stats
 from hccli.cli import output
 from hccli.model.config import bounds as config_bounds, quant as config_quant, read as config_read
@@ -42,7 +43,9 @@ def test_bounds_table_matches_the_code():
         "`hc_*_fn` values `--verify` reads (in 8 MiB chunks)": [n(verify.FN_READ_BUDGET)],
         "values in one array `run-kernel` reads or builds": [n(limits.MAX_ELEMENTS)],
         "sample hidden states `diff` sends through each site": [n(limits.MAX_ELEMENTS)],
-        "values `diff --values all` decodes at a time": [n(hc_view.CHUNK_ELEMENTS)],
+        "values `diff --values all` decodes at a time": [n(diff_values.CHUNK_ELEMENTS), str(diff_values.VALUE_THREADS),
+                                                         n(sources.LocalFile.chunk_bytes),
+                                                         n(sources.ByteSource.chunk_bytes)],
         "JSON mixes": [n(limits.MAX_JSON_BYTES), str(limits.MAX_JSON_DIGITS)],
         "a GGUF header (metadata and tensor infos)": [n(gguf_file.MAX_HEADER_BYTES), n(gguf_file.MAX_TENSORS),
                                                       n(gguf_store.MAX_ARRAY), n(gguf_store.MAX_KEY_BYTES),

@@ -192,9 +192,11 @@ def test_unreadable_side_is_one_line_exit_2(hc, tiny, tmp_path, content, message
 
 
 def test_values_all_streams_and_finds_a_changed_weight(hc, tiny, tmp_path, monkeypatch):
-    from hccli.checkpoint import view as hc_view
+    from hccli.diffing import values as DV
 
-    monkeypatch.setattr(hc_view, "CHUNK_ELEMENTS", 24)  # many chunks a tensor
+    monkeypatch.setattr(DV, "CHUNK_ELEMENTS", 24)  # many chunks a tensor
+    monkeypatch.setattr(DV, "WINDOW_VALUES", 96)
+    monkeypatch.setattr(DV, "PIECE_BYTES", 1000)  # and many pieces
     target, widened = "layers.0.attn.wq_b.weight", "embed.weight"
 
     def edit(t):
@@ -296,14 +298,6 @@ def test_remote_side_reads_headers_and_hc_values_only(hc, tiny, monkeypatch, tmp
         headers = sum(8 + int.from_bytes(p.read_bytes()[:8], "little") for p in tiny.glob("*.safetensors"))
         # the header fetch may overshoot by a few bytes; no weight matrix (>= 2 KB here) fits in the margin
         assert hc_bytes <= hub.stats.body_bytes - small - headers < hc_bytes + 256
-
-
-def test_chunk_streams_of_other_lengths_pair_up():
-    a = iter([np.arange(5.0), np.arange(5.0, 7.0)])
-    b = iter([np.arange(3.0), np.arange(3.0, 4.0), np.arange(4.0, 7.0)])
-    pairs = list(DF._paired(a, b))
-    assert all(len(x) == len(y) and np.array_equal(x, y) for x, y in pairs)
-    assert np.array_equal(np.concatenate([x for x, _ in pairs]), np.arange(7.0))
 
 
 def test_remote_gguf_is_read_as_the_local_one(hc, tiny, gguf_of_tiny, monkeypatch, tmp_path):

@@ -99,7 +99,8 @@ def test_sample_tokens_are_bounded_for_any_claim():
 
 def test_values_all_dequantises_a_q8_0_tensor_a_chunk_at_a_time(hc, tiny, tmp_path):
     g = pytest.importorskip("gguf")
-    from hccli.checkpoint.view import CHUNK_ELEMENTS, open_view
+    from hccli.checkpoint.view import open_view
+    from hccli.diffing.values import CHUNK_ELEMENTS
 
     q8 = g.GGMLQuantizationType.Q8_0
     cols = 4096
@@ -108,20 +109,49 @@ def test_values_all_dequantises_a_q8_0_tensor_a_chunk_at_a_time(hc, tiny, tmp_pa
     qa = g.quants.quantize(x, q8)
     y = x.copy()
     y[-1, :32] += 1  # one block of the last chunk
+    qy = g.quants.quantize(y, q8)
     a = _gguf(tmp_path / "a.gguf", hc_values(tiny), tensors=[(QUANT, qa, q8)])
-    b = _gguf(tmp_path / "b.gguf", hc_values(tiny), tensors=[(QUANT, g.quants.quantize(y, q8), q8)])
+    b = _gguf(tmp_path / "b.gguf", hc_values(tiny), tensors=[(QUANT, qy, q8)])
     with open_view(a) as v:
-        sizes, parts = [], []
-        for chunk in v.value_chunks(QUANT):
-            sizes.append(chunk.size)
-            parts.append(chunk.astype(np.float32))
-    assert sizes == [CHUNK_ELEMENTS, CHUNK_ELEMENTS, 16 * cols]  # never the whole tensor at once
+        stream = v.value_stream(QUANT)
+        assert (stream.unit_values, stream.unit_bytes) == (32, 34)
+        with stream.open() as src:
+            parts = [stream.decode(c) for c in stream.chunks(src, CHUNK_ELEMENTS)]
+    assert [p.size for p in parts] == [CHUNK_ELEMENTS, CHUNK_ELEMENTS, 16 * cols]  # never the whole tensor at once
     assert np.array_equal(np.concatenate(parts), g.quants.dequantize(qa, q8).reshape(-1))
     r = hc("diff", a, b, "--values", "all", "--json")
     assert r.exit_code == 1, r.stderr
     values = {v["name"]: v for v in r.json()["values"]}
+    gap = np.abs(g.quants.dequantize(qy, q8).astype(np.float64) - g.quants.dequantize(qa, q8).astype(np.float64))
     assert values["layers.0.attn.wq_a.weight"]["status"] == "differs"
+    assert values["layers.0.attn.wq_a.weight"]["max_abs"] == gap.max() > 0
     assert hc("diff", a, a, "--values", "all", "--json").json()["values"][-1]["status"] == "equal"
+
+
+def test_values_all_pairs_a_q8_0_tensor_with_its_f32_values(hc, tiny, tmp_path, monkeypatch):
+    """Units of 32 values against single ones: the chunks and pieces cut both sides at whole
+    blocks, and the values compared are the same ones."""
+    g = pytest.importorskip("gguf")
+    from hccli.diffing import values as DV
+
+    monkeypatch.setattr(DV, "CHUNK_ELEMENTS", 100)  # a step of 96 values: 3 blocks
+    monkeypatch.setattr(DV, "WINDOW_VALUES", 70)  # windows of 64 values: 2 blocks
+    monkeypatch.setattr(DV, "PIECE_BYTES", 1000)  # pieces of 192 values: 3 windows (B's 768 bytes)
+    q8 = g.GGMLQuantizationType.Q8_0
+    x = np.random.default_rng(1).standard_normal((40, 64), dtype=np.float32)
+    qa = g.quants.quantize(x, q8)
+    exact = g.quants.dequantize(qa, q8).astype(np.float32)
+    a = _gguf(tmp_path / "a.gguf", hc_values(tiny), tensors=[(QUANT, qa, q8)])
+    b = _gguf(tmp_path / "b.gguf", hc_values(tiny), tensors=[(QUANT, exact, None)])
+    edited = exact.copy()
+    edited.reshape(-1)[191] += 0.5  # the last value of the first piece
+    c = _gguf(tmp_path / "c.gguf", hc_values(tiny), tensors=[(QUANT, edited, None)])
+    same = {v["name"]: v for v in hc("diff", a, b, "--values", "all", "--json").json()["values"]}
+    assert same["layers.0.attn.wq_a.weight"]["status"] == "equal"
+    r = hc("diff", a, c, "--values", "all", "--json")
+    row = {v["name"]: v for v in r.json()["values"]}["layers.0.attn.wq_a.weight"]
+    assert r.exit_code == 1 and row["status"] == "differs"
+    assert row["max_abs"] == abs(float(edited.reshape(-1)[191]) - float(exact.reshape(-1)[191]))
 
 
 # --- names and metadata print as written ------------------------------------------------

@@ -4,6 +4,7 @@ sites; and the counts of a diff agreeing with its exit code, HC included; progre
 from __future__ import annotations
 
 import re
+import time
 
 import numpy as np
 import pytest
@@ -96,6 +97,28 @@ def test_where_other_tensors_sit():
     assert Selection(frozenset({7}), frozenset({"ffn"})).other("mtp.1.ffn.gate.weight", 6, 2)
 
 
+NAMES = ["embed.weight", "head.weight", "norm.weight", "head.weight_x", "layers.3.attn.wq_a.weight",
+         "layers.3.attn_norm.weight", "layers.30.attn.x", "layers.03.attn.x", "layers.6.ffn.x", "layers.7.x",
+         "layers.8.ffn_norm.weight", "mtp.0.ffn.x", "mtp.1.attn.x", "mtp.2.attn.x", "mtp.01.x", "mtp.1", "layers.3",
+         "layers.3x.attn.x", "layers..attn.x", "x.layers.3.attn.y", "layers.3.engram.wkv.weight"]
+
+
+@pytest.mark.parametrize("layers", [{3}, {0, 3}, {6}, {7}, {8}, {9}, {30}, {3, 6, 7, 8}])
+@pytest.mark.parametrize("sites", [None, {"attn"}, {"ffn", "head"}])
+def test_the_layer_prefixes_reject_only_what_other_rejects(layers, sites):
+    from hccli.diffing.select import layer_prefixes
+
+    sel = Selection(frozenset(layers), None if sites is None else frozenset(sites))
+    starts = layer_prefixes(sel.layers, 6, 2)
+    kept = [n for n in NAMES if sel.other(n, 6, 2)]
+    assert kept == [n for n in NAMES if n.startswith(starts) and sel.other(n, 6, 2)]
+    if sites is None and len(layers) == 1:  # what the careful check keeps, so that the above is not empty
+        assert kept == {3: ["layers.3.attn.wq_a.weight", "layers.3.attn_norm.weight", "layers.3.engram.wkv.weight"],
+                        6: ["layers.6.ffn.x", "mtp.0.ffn.x"], 7: ["layers.7.x", "mtp.1.attn.x"],
+                        8: ["head.weight", "norm.weight", "layers.8.ffn_norm.weight", "mtp.2.attn.x"],
+                        9: [], 30: ["layers.30.attn.x"]}[min(layers)]
+
+
 def test_counts_include_the_hc_and_agree_with_the_exit_code(hc, pair):
     a, b = pair
     ffn = hc("diff", a, b, "--values", "all", "--site", "ffn", "--json")  # both changes are attn's
@@ -117,9 +140,10 @@ def test_counts_include_the_hc_and_agree_with_the_exit_code(hc, pair):
 
 @pytest.mark.parametrize("values_all", [False, True])
 def test_progress_counts_bytes_up_to_the_total(pair, monkeypatch, values_all):
-    from hccli.checkpoint import view as hc_view
+    from hccli.diffing import values as DV
 
-    monkeypatch.setattr(hc_view, "CHUNK_ELEMENTS", 40)  # ticks inside a tensor too
+    monkeypatch.setattr(DV, "WINDOW_VALUES", 10)
+    monkeypatch.setattr(DV, "PIECE_BYTES", 80)  # ticks inside a tensor too, a piece at a time
     a, b = pair
     ticks = []
     with open_view(a) as va, open_view(b) as vb:
@@ -133,7 +157,7 @@ def test_progress_counts_bytes_up_to_the_total(pair, monkeypatch, values_all):
     assert len(ticks) > (1000 if values_all else 15)  # per site (18 here), and per chunk of a tensor's values
 
 
-def test_the_progress_bar_in_bytes_shows_the_time_left(monkeypatch):
+def test_the_progress_bar_in_bytes_shows_the_rate_and_the_time_left(monkeypatch):
     import io
 
     from rich.console import Console
@@ -143,7 +167,17 @@ def test_the_progress_bar_in_bytes_shows_the_time_left(monkeypatch):
     sink = io.StringIO()
     monkeypatch.setattr(output, "_stderr", Console(file=sink, force_terminal=True, width=120))
     with output.progress_bar("comparing", in_bytes=True) as tick:
+        tick(1_000_000, 9_000_000, "layers.2")
+        time.sleep(0.05)
         tick(3_000_000, 9_000_000, "layers.3")
     shown = sink.getvalue()
     assert "3.0/9.0 MB" in shown
+    assert re.search(r"\d+(\.\d+)? [kMG]?B/s", shown), shown  # the rate
+    narrow = io.StringIO()
+    monkeypatch.setattr(output, "_stderr", Console(file=narrow, force_terminal=True, width=80))
+    with output.progress_bar("comparing", in_bytes=True) as tick:
+        tick(7_200_000_000, 14_800_000_000, "layers.0.ffn.experts.108.w1.scale")
+    lines = [ln for ln in re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "\n", narrow.getvalue()).splitlines() if ln.strip()]
+    assert lines and all(len(ln) <= 80 for ln in lines) and any("7.2/14.8 GB" in ln for ln in lines), lines
+    assert any("comparing layers.0" in ln and "…" in ln for ln in lines)  # the name gives way, not the figures
     assert len(re.findall(r"-:--:--|\d:\d\d:\d\d", shown.split("MB", 1)[1])) == 2  # elapsed, and left

@@ -260,10 +260,14 @@ def test_stats_equal_numpy_over_the_stored_values(tiny_ckpt):
     for s in stats:
         with safe_open(str(tiny_ckpt / index[s["name"]]), framework="numpy") as f:
             _close(s, _want(f.get_tensor(s["name"])))
-    picked = run_hc("inspect", tiny_ckpt, "--stats", "--layers", "2", "--json").json()["stats"]
+    assert doc["stats_bytes_read"] == sum(s["elements"] * 4 for s in stats)  # F32: every value's bytes, once
+    picked_doc = run_hc("inspect", tiny_ckpt, "--stats", "--layers", "2", "--json").json()
+    picked = picked_doc["stats"]
     assert {s["layer"] for s in picked} == {2} and len(picked) == 6
+    assert picked_doc["stats_bytes_read"] == sum(s["elements"] * 4 for s in picked)
     out = run_hc("inspect", tiny_ckpt, "--stats").stdout
     assert "layers.0.hc_attn_fn" in out and "non-finite" in out and "Hyper-connections" not in out
+    assert f"read {doc['stats_bytes_read']:,} bytes" in out
 
 
 def test_stats_in_small_chunks_count_non_finite_values(tmp_path, monkeypatch):
@@ -280,13 +284,13 @@ def test_stats_in_small_chunks_count_non_finite_values(tmp_path, monkeypatch):
     monkeypatch.setattr(inspect_stats, "STATS_CHUNK_ELEMENTS", 7)  # many chunks, the last one short
     ckpt = open_checkpoint(f)
     seen = []
-    stats, notes = inspect_stats.hc_stats(ckpt, list(ckpt.hc_sites), lambda d, t, w: seen.append((d, t)))
+    stats, notes, read = inspect_stats.hc_stats(ckpt, list(ckpt.hc_sites), lambda d, t, w: seen.append((d, t)))
     by = {s.part: s for s in stats}
     _close({"name": "fn", **{k: getattr(by["fn"], k) for k in ("elements", "nonfinite", "min", "max", "mean", "std")}},
            _want(fn))
     assert by["fn"].nonfinite == 4
     assert by["scale"].nonfinite == 3 and by["scale"].min is None and by["scale"].std is None
-    assert notes == [] and seen[-1] == (seen[-1][1], 24 * 64 * 4 + 24 * 4 + 12)
+    assert notes == [] and seen[-1] == (seen[-1][1], 24 * 64 * 4 + 24 * 4 + 12) and read == seen[-1][1]
     assert all(a <= b for (a, _), (b, _) in zip(seen, seen[1:]))  # the bar only goes forward
     doc = run_hc("inspect", f, "--stats", "--json").json()
     scale = next(s for s in doc["stats"] if s["part"] == "scale")
@@ -301,8 +305,8 @@ def test_stats_bounded_by_the_bytes_one_inspect_reads(tiny_ckpt, monkeypatch):
     sites = list(ckpt.hc_sites)
     first_fn = sites[0].parts["fn"][1].nbytes
     monkeypatch.setattr(inspect_stats, "MAX_STATS_BYTES", first_fn + 200)  # the first site's three, no more
-    stats, notes = inspect_stats.hc_stats(ckpt, sites)
-    assert [s.part for s in stats] == ["fn", "base", "scale"]
+    stats, notes, read = inspect_stats.hc_stats(ckpt, sites)
+    assert [s.part for s in stats] == ["fn", "base", "scale"] and read <= first_fn + 200
     assert len(notes) == 1 and f"{3 * len(sites) - 3:,} of {3 * len(sites):,} HC tensors left out" in notes[0]
 
 

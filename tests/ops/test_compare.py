@@ -23,7 +23,7 @@ def test_what_a_difference_is():
 
 
 def test_diff_the_goldens_and_check_port_judge_alike():
-    from hccli.diffing.diff import _compare
+    from hccli.diffing.values import compare_arrays
     from hccli.port.expect import check
     from hccli.runkernel.golden import diff
 
@@ -33,11 +33,11 @@ def test_diff_the_goldens_and_check_port_judge_alike():
     b[::97], a[::389] = NAN, NAN
     a[5], b[5] = INF, INF
     atol = 1e-3
-    mx, _, beyond, same, _ = _compare(a, b, atol, 0.0)
+    mx, _, beyond, same, _ = compare_arrays(a, b, atol, 0.0)
     golden = diff(b, a, atol)
     port = check("0.attn", "post", b, a, np.full(a.shape, atol))
     assert not same and np.isnan(mx)  # diff: a NaN on one side makes the largest difference NaN
     assert beyond == golden.beyond_atol == port.beyond > (np.isnan(a) ^ np.isnan(b)).sum()
     assert golden.max_abs_diff == port.max_abs > 0 and golden.differing == port.differing
     keep = ~(np.isnan(a) | np.isnan(b))
-    assert _compare(a[keep], b[keep], atol, 0.0)[0] == golden.max_abs_diff
+    assert compare_arrays(a[keep], b[keep], atol, 0.0)[0] == golden.max_abs_diff

@@ -242,7 +242,7 @@ def renderables(r: InspectReport, view: View = View()) -> Iterator[Any]:
     if r.metadata is not None:
         yield from _metadata(r.metadata)
     if r.stats is not None:
-        yield from _stats(r.stats)
+        yield from _stats(r.stats, r.stats_bytes_read or 0)
     if r.findings is not None:
         yield from _findings(r)
 
@@ -296,7 +296,7 @@ def _stat(x: float | None) -> str:
     return "-" if x is None else f"{x:.6g}"
 
 
-def _stats(stats: list) -> Iterator[Any]:
+def _stats(stats: list, read: int) -> Iterator[Any]:
     t = Table(title="HC tensor values (min, max, mean, std of the finite values)", title_justify="left",
               show_edge=False)
     for col in ("tensor", "dtype", "elements", "min", "max", "mean", "std", "non-finite"):
@@ -307,3 +307,5 @@ def _stats(stats: list) -> Iterator[Any]:
                   Text(_stat(x.mean)), Text(_stat(x.std)), bad)
     yield Text("")
     yield t if stats else Text("no HC tensor values to count")
+    if stats:
+        yield Text(f"read {plural(read, 'byte')} ({size(read)}) of HC values")
