@@ -111,8 +111,10 @@ def _compare_piece(p: _Piece, atol: float, rtol: float) -> list[Figures]:
             for xa, xb in zip(a.chunks(ra, step, start, stop), b.chunks(rb, step, start, stop)):
                 # xa is a view of the start of its bytearray (TensorStream.chunks): bytearray.startswith
                 # is one memcmp, where memoryview == memoryview compares byte by byte in Python
-                if one_type and xa.obj.startswith(xb):
-                    continue
+                if one_type:
+                    if xa.obj.startswith(xb):
+                        continue
+                    same = False  # stored bits differ: never "equal", even where the values decode alike
                 n = len(xa) // a.unit_bytes * a.unit_values
                 for i in range(0, n, part):
                     j = min(i + part, n)

@@ -83,20 +83,23 @@ def test_the_figures_are_those_of_every_value_decoded(hc, tiny, tmp_path):
 
 
 NAN1, NAN2, NEG0 = struct.pack("<I", 0x7FC00001), struct.pack("<I", 0x7FC00002), struct.pack("<I", 0x80000000)
+SNAN1 = struct.pack("<I", 0x7F800001)  # NAN1's payload, signalling: the same NaN once widened to float64
 
 
 def test_nan_payloads_and_the_sign_of_zero_as_the_comparison_defines_them(hc, tiny, tmp_path):
     """Other bytes that are no difference in value: "within", 0 apart, never "equal"; NaN with
     the same bits is "equal"; a NaN on one side only differs beyond any tolerance."""
-    names = ("nan_payload", "neg_zero", "same_nan", "lone_nan")
+    names = ("nan_payload", "neg_zero", "same_nan", "lone_nan", "quiet_bit")
     entries = [(n, "F32", [CHUNK // 2]) for n in names]
     at = CHUNK - 4  # the last value of the first chunk
-    a = side(tiny, tmp_path / "a", entries, [("nan_payload", at, NAN1), ("same_nan", at, NAN1)])
+    a = side(tiny, tmp_path / "a", entries, [("nan_payload", at, NAN1), ("same_nan", at, NAN1),
+                                             ("quiet_bit", at, SNAN1)])
     b = side(tiny, tmp_path / "b", entries, [("nan_payload", at, NAN2), ("neg_zero", at, NEG0),
-                                             ("same_nan", at, NAN1), ("lone_nan", at, NAN1)])
+                                             ("same_nan", at, NAN1), ("lone_nan", at, NAN1), ("quiet_bit", at, NAN1)])
     _, got = rows(hc, a, b)
     assert (got["nan_payload"]["status"], got["nan_payload"]["max_abs"]) == ("within", 0.0)
     assert (got["neg_zero"]["status"], got["neg_zero"]["max_abs"]) == ("within", 0.0)
+    assert (got["quiet_bit"]["status"], got["quiet_bit"]["max_abs"]) == ("within", 0.0)  # other bits: not "equal"
     assert (got["same_nan"]["status"], got["same_nan"]["max_abs"]) == ("equal", 0.0)
     assert got["lone_nan"]["status"] == "differs"
     loose = hc("diff", a, b, "--values", "all", "--atol", "1e30", "--json").json()["values"]
