@@ -289,7 +289,7 @@ def count_nonfinite(ckpt: Checkpoint, site: HcSiteTensors, part: str) -> int:
     if info.dtype != "F32":  # decoded whole to float32, within read_part's bound
         return count_nonfinite_f32(read_part(ckpt, site, part).astype("<f4").tobytes())
     with ckpt.source(shard) as src:
-        return sum(map(count_nonfinite_f32, iter_tensor_bytes(src, shard.header, info.name, 8 << 20)))
+        return sum(map(count_nonfinite_f32, iter_tensor_bytes(src, shard.header, info, 8 << 20)))
 
 
 def value_chunks(ckpt: Checkpoint, shard: Shard, info: TensorInfo, chunk_elements: int,
@@ -322,7 +322,7 @@ def value_chunks(ckpt: Checkpoint, shard: Shard, info: TensorInfo, chunk_element
         values, size = quant_block(info.dtype)
         where = f"{shard.path}: tensor '{one_line(info.name)}'"
         with source() as src:
-            for raw in iter_tensor_bytes(src, shard.header, info.name, max(1, chunk_elements // values) * size):
+            for raw in iter_tensor_bytes(src, shard.header, info, max(1, chunk_elements // values) * size):
                 yield dequantize(raw, info.dtype, (len(raw) // size * values,), where).astype(np.float64)
     return blocks()
 

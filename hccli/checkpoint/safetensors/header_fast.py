@@ -3,14 +3,16 @@
 It accepts only a header it has checked to the last rule, and returns None for anything else,
 valid or not: the careful path (header_careful.py) alone judges and words the rest, so the
 verdict is always the careful path's. msgspec decodes the bytes into typed records, checking in
-C that every entry's shape and data_offsets hold integers >= 0 and that the text is valid UTF-8
-JSON without NaN, lone surrogates or unbounded nesting.
+C that every entry's shape and data_offsets hold integers and that the text is valid UTF-8 JSON
+without NaN, lone surrogates or unbounded nesting.
 
 msgspec keeps only the last of repeated keys and skips fields it was not asked for; one count,
 with no second parse, rules both out: every ':' outside strings separates a key from its value,
 so a header whose ':' count equals the keys decoded (plus the ':' inside decoded strings) has no
 repeated key, no extra field and no other object anywhere. The same count for '-' proves there
-is no negative number, so no -0 (which decodes to the integer 0 but is a float to the reference).
+is no negative number (no integer below 0, which msgspec is not asked to refuse: a bound checked
+per value in C costs more than the count), so no -0 (which decodes to the integer 0 but is a
+float to the reference).
 Escapes that decode to ':' or '-' (or to surrogates) send the header to the careful path.
 The checks on the decoded records run as C-level maps over whole columns, not per entry.
 """
@@ -214,9 +216,7 @@ def _build_msgspec_decoders():
         import msgspec
     except ImportError:
         return None
-    from typing import Annotated, Literal, Optional
-
-    natural = Annotated[int, msgspec.Meta(ge=0)]  # msgspec bounds stop at i64: u64 is checked after
+    from typing import Literal, Optional
 
     # Every field has a default so that __metadata__, an object of any keys, decodes too (its keys
     # are skipped; the second decoder reads it). A default left in a tensor entry fails a check.
@@ -226,8 +226,10 @@ def _build_msgspec_decoders():
 
     class Entry(msgspec.Struct, gc=False):
         dtype: known = ""  # type: ignore[valid-type]
-        shape: Optional[tuple[natural, ...]] = None
-        data_offsets: Optional[tuple[natural, natural]] = None
+        # integers of any sign within msgspec's range (below 2**64): no '-' is left by
+        # _counts_match, and the u64 bounds are checked after
+        shape: Optional[tuple[int, ...]] = None
+        data_offsets: Optional[tuple[int, int]] = None
 
     class MetadataOnly(msgspec.Struct, gc=False, rename={"metadata": METADATA_KEY}):
         metadata: Optional[dict[str, str]] = None
