@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Mapping
 from itertools import repeat
+from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -278,6 +279,8 @@ _MODEL_AMBIGUOUS = "model-prefixed"
 # every first segment _vote gives to a dialect other than the release
 _NOT_RELEASE_ROOTS = ("blk.", "output_hc_", "token_embd.", "output_norm.", "output.weight", "decoder.", "model.",
                       "lm_head.")
+_NOT_RELEASE_FIRST_TWO = frozenset(r[:2] for r in _NOT_RELEASE_ROOTS)
+_FIRST_TWO = itemgetter(slice(0, 2))
 
 
 def _vote(n: str) -> str | None:
@@ -333,7 +336,13 @@ def detect_dialect(names: Iterable[str], config: Mapping[str, Any] | None = None
     transformers save or a prefixed release: the same HC spelling, not the same rest).
     quant: the kind of quantisation block the config holds (config_quant.QuantBlock.kind)."""
     names = names if isinstance(names, Collection) else list(names)
-    if names and not any(map(str.startswith, names, repeat(_NOT_RELEASE_ROOTS))):
+    first = next(iter(names), None)
+    # No name starts with one of the other dialects' roots when none starts with their first two
+    # characters: one set of two-character prefixes instead of eight prefix tests a name (a first
+    # name of another dialect decides at once, as the prefix tests did)
+    if first is not None and not first.startswith(_NOT_RELEASE_ROOTS) and (
+            set(map(_FIRST_TWO, names)).isdisjoint(_NOT_RELEASE_FIRST_TWO)
+            or not any(map(str.startswith, names, repeat(_NOT_RELEASE_ROOTS)))):
         # the common case, a release's ~100k names, decided by C-level scans alone
         first_release = next((n for n in names if n.startswith(RELEASE_ROOTS)), None)
         if first_release is not None:
