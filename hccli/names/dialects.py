@@ -44,6 +44,9 @@ COMPRESSED_TENSORS = "compressed-tensors"
 UNKNOWN = "unknown"
 DIALECTS = (RELEASE, RELEASE_PREFIXED, TRANSFORMERS_SAVED, TRANSFORMERS_MEMORY, MEGATRON, GGUF, MLX_LM,
             COMPRESSED_TENSORS)
+# dialects whose producers pack tensors their own way, reconciled by checkpoint/verify/producers.py
+# (named here, where inspect asks, so that producers' module loads only for such a checkpoint)
+PACKING = (MLX_LM, COMPRESSED_TENSORS)
 
 DESCRIPTIONS = {
     RELEASE: "DeepSeek release layout",
