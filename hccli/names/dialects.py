@@ -44,9 +44,7 @@ COMPRESSED_TENSORS = "compressed-tensors"
 UNKNOWN = "unknown"
 DIALECTS = (RELEASE, RELEASE_PREFIXED, TRANSFORMERS_SAVED, TRANSFORMERS_MEMORY, MEGATRON, GGUF, MLX_LM,
             COMPRESSED_TENSORS)
-# dialects whose producers pack tensors their own way, reconciled by checkpoint/verify/producers.py
-# (named here, where inspect asks, so that producers' module loads only for such a checkpoint)
-PACKING = (MLX_LM, COMPRESSED_TENSORS)
+PACKING = (MLX_LM, COMPRESSED_TENSORS)  # packed their producers' way: checkpoint/verify/producers.py
 
 DESCRIPTIONS = {
     RELEASE: "DeepSeek release layout",
@@ -282,8 +280,6 @@ _MODEL_AMBIGUOUS = "model-prefixed"
 # every first segment _vote gives to a dialect other than the release
 _NOT_RELEASE_ROOTS = ("blk.", "output_hc_", "token_embd.", "output_norm.", "output.weight", "decoder.", "model.",
                       "lm_head.")
-_NOT_RELEASE_FIRST_TWO = frozenset(r[:2] for r in _NOT_RELEASE_ROOTS)
-_FIRST_TWO = itemgetter(slice(0, 2))
 
 
 def _vote(n: str) -> str | None:
@@ -340,11 +336,10 @@ def detect_dialect(names: Iterable[str], config: Mapping[str, Any] | None = None
     quant: the kind of quantisation block the config holds (config_quant.QuantBlock.kind)."""
     names = names if isinstance(names, Collection) else list(names)
     first = next(iter(names), None)
-    # No name starts with one of the other dialects' roots when none starts with their first two
-    # characters: one set of two-character prefixes instead of eight prefix tests a name (a first
-    # name of another dialect decides at once, as the prefix tests did)
+    # one set of names' first two characters stands for eight prefix tests a name: no name starts
+    # with another dialect's root when none starts with its first two (another's first name decides)
     if first is not None and not first.startswith(_NOT_RELEASE_ROOTS) and (
-            set(map(_FIRST_TWO, names)).isdisjoint(_NOT_RELEASE_FIRST_TWO)
+            set(map(itemgetter(slice(0, 2)), names)).isdisjoint(r[:2] for r in _NOT_RELEASE_ROOTS)
             or not any(map(str.startswith, names, repeat(_NOT_RELEASE_ROOTS)))):
         # the common case, a release's ~100k names, decided by C-level scans alone
         first_release = next((n for n in names if n.startswith(RELEASE_ROOTS)), None)

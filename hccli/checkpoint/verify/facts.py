@@ -262,7 +262,8 @@ def _sites(ckpt: Checkpoint, check_values: bool) -> list[SiteFacts]:
             parts = {p: HcPart(s.tensor_name(p), info.name, info.shape, info.dtype, is_gguf(shard), info.nbytes)
                      for p, (shard, info) in s.parts.items()}
             values = []
-            for part in ("base", "scale", "fn") if check_values and cheap else ("base", "scale") if check_values else ():
+            read = ("base", "scale", "fn") if check_values and cheap else ("base", "scale") if check_values else ()
+            for part in read:
                 got = parts.get(part)
                 if got is None or (got.dtype != "F32" and not got.in_gguf):
                     continue
