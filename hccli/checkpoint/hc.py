@@ -281,16 +281,19 @@ def is_gguf(shard: Shard) -> bool:
     return shard.file.endswith(".gguf")
 
 
-def count_nonfinite(ckpt: Checkpoint, site: HcSiteTensors, part: str) -> int:
+def count_nonfinite(ckpt: Checkpoint, site: HcSiteTensors, part: str, source: ByteSource | None = None) -> int:
     """NaN and Inf values in one of a site's tensors, read in bounded chunks (an fn
-    projection is 2 MB in a real model, and whatever a header says in a hostile one)."""
+    projection is 2 MB in a real model, and whatever a header says in a hostile one). source:
+    the part's shard, already open (a caller reading many tensors of one shard opens it once)."""
     from hccli.checkpoint.values import count_nonfinite_f32, iter_tensor_bytes
 
     shard, info = site.parts[part]
     if info.dtype != "F32":  # decoded whole to float32, within read_part's bound
         return count_nonfinite_f32(read_part(ckpt, site, part).astype("<f4").tobytes())
-    with ckpt.source(shard) as src:
-        return sum(map(count_nonfinite_f32, iter_tensor_bytes(src, shard.header, info.name, 8 << 20)))
+    if source is None:
+        with ckpt.source(shard) as own:
+            return count_nonfinite(ckpt, site, part, own)
+    return sum(map(count_nonfinite_f32, iter_tensor_bytes(source, shard.header, info, 8 << 20)))
 
 
 def value_stream(ckpt: Checkpoint, shard: Shard, info: TensorInfo,

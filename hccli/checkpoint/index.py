@@ -85,7 +85,8 @@ def _metadata_may_repeat(raw: bytes) -> bool:
     careful path reads every one (and refuses an integer of more than MAX_INT_DIGITS digits in any
     of them): such an index goes to the careful path. Each weight_map msgspec reads is checked in
     full, so a repeated weight_map or name needs no test."""
-    return raw.count(b'"metadata"') > 1 or (b"\\u00" in raw and _ESCAPED_ASCII.search(raw) is not None)
+    # (one byte's memchr first: most indexes hold no backslash at all)
+    return raw.count(b'"metadata"') > 1 or (b"\\" in raw and _ESCAPED_ASCII.search(raw) is not None)
 
 
 _INDEX_DECODERS: dict[tuple[str, ...] | None, Callable[[bytes], Any] | None] = {}

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import threading
+from itertools import chain
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
@@ -87,7 +88,7 @@ def open_checkpoint(
     readable = [s for s in shards if s.header is not None]
     unique = names_unique(readable)
     merged = None if unique else first_occurrences(readable)
-    all_names = list(merged) if merged is not None else [n for s in readable for n in s.header.names]
+    all_names = list(merged) if merged is not None else list(chain.from_iterable(s.header.names for s in readable))
     dialect = detect(shards, all_names, raw_cfg, cfg.quantisation.kind if cfg and cfg.quantisation else None)
     n_layers, n_stages, sites = find_sites(readable, merged, dialect.dialect, cfg, label)
     ckpt = Checkpoint(Path(label), Path(store.label), kind, index, shards, cfg, cfg_note, unsafe, missing, store,

@@ -72,7 +72,7 @@ def names_unique(readable: list[Shard]) -> bool:
     the checkpoint's, and totals can be taken per header without the merged table."""
     headers = [s.header for s in readable]
     total = sum(len(h.names) for h in headers)
-    return len(headers) <= 1 or len(set(chain.from_iterable(h.names for h in headers))) == total
+    return len(headers) <= 1 or len(set().union(*(h.names for h in headers))) == total
 
 
 def first_occurrences(readable: list[Shard]) -> dict[str, tuple[Shard, TensorInfo]]:

@@ -184,9 +184,12 @@ def _print(con: Console, r: Any) -> None:
     from rich.measure import Measurement
 
     width = con.width
-    whole = _whole_rows(con) and type(r).__name__ in ("Table", "Tree")
-    m = Measurement.get(con, con.options.update_width(_PIPE_WIDTH), r)
-    need = m.maximum if whole else m.minimum
+    if _whole_rows(con) and type(r).__name__ in ("Table", "Tree"):
+        # A table (expand off) or a tree takes no more than its widest row: given the measuring
+        # width it is drawn at exactly the width it needs, with no measuring pass of its own first
+        need = _PIPE_WIDTH
+    else:
+        need = Measurement.get(con, con.options.update_width(_PIPE_WIDTH), r).minimum
     if need > width:
         con.width = need  # (print itself takes no width past the console's)
         try:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from hccli.checkpoint.verify.producers import ComponentTable
 from hccli.model.config.model import ConfigUnusable
 from hccli.inspecting.hc import HcEntry
 from hccli.base.errors import EXIT_FINDINGS, EXIT_OK
@@ -14,6 +13,7 @@ from hccli.base.jsonable import OMIT_IF_NONE
 
 if TYPE_CHECKING:  # verify's modules load only for --verify; --metadata's and --stats' when asked
     from hccli.checkpoint.verify.findings import Finding, Verdict
+    from hccli.checkpoint.verify.producers import ComponentTable
     from hccli.inspecting.meta import FileMetadata
     from hccli.inspecting.stats import TensorStats
 

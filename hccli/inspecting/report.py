@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, Any
 from hccli.checkpoint.verify.damage import absence, findings as damage_findings, site_absent
 from hccli.checkpoint.hc import gguf_architecture, gguf_settings, is_gguf, split_set_problems
 from hccli.checkpoint.safetensors.header_types import Columns
-from hccli.checkpoint.verify.producers import PACKING, ComponentTable, component_table
 from hccli.checkpoint.opening import open_checkpoint
 from hccli.checkpoint.shardset import Checkpoint
-from hccli.names.dialects import DESCRIPTIONS, canonical_name
+from hccli.names.dialects import DESCRIPTIONS, PACKING, canonical_name
 from hccli.base.errors import HcError
 from hccli.inspecting.doc import (
     DialectInfo,
@@ -33,8 +32,9 @@ from hccli.inspecting.hc import HcEntry, HcSplitEntry, read_hc_entries  # noqa: 
 from hccli.inspecting.tree import TreeNode, build_tree_columns, merged_columns, totals_from_columns
 from hccli.base.vocab import BACKBONE, STAGE, owner_of
 
-if TYPE_CHECKING:  # verify's modules load only for --verify
+if TYPE_CHECKING:  # verify's modules load only for --verify, producers' only for a packing dialect
     from hccli.checkpoint.verify.findings import Finding, Verdict
+    from hccli.checkpoint.verify.producers import ComponentTable
     from hccli.checkpoint.shardset import HcSiteTensors
     from hccli.inspecting.meta import FileMetadata
     from hccli.inspecting.stats import TensorStats
@@ -246,7 +246,11 @@ def build_inspect(path: str | Path, request: InspectRequest = InspectRequest(), 
                              check_layer_range(chosen, n_layers, n_stages, _head_mix(ckpt), ckpt.label)
                              for chosen in (layers, hc_layers))
     n_tensors, per_dtype, logical = totals_from_columns(_columns(ckpt))
-    table = component_table(ckpt, ckpt.dialect.dialect) if ckpt.dialect.dialect in PACKING else None
+    table = None
+    if ckpt.dialect.dialect in PACKING:
+        from hccli.checkpoint.verify.producers import component_table
+
+        table = component_table(ckpt, ckpt.dialect.dialect)
     logical = table.logical_params if table is not None else logical  # the packing's own count
     dtypes = {d: DtypeTotal(*v) for d, v in per_dtype.items()}
     stored = sum(d.bytes for d in dtypes.values())

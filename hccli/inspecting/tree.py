@@ -71,26 +71,25 @@ def totals_from_columns(columns: Iterable[Columns]) -> tuple[int, dict[str, tupl
 
 
 def _fp4_in_shard(weights: list[str], weight_shapes: list, scales: list[str], scale_shapes: list) -> int | None:
-    """`_fp4_elements` of one shard as releases write it, or None when it is not so written: each
-    group of I8 weights of one shape and the group of scales of its `fp4_scale_shape` are the same names
-    in the same order (".weight" for ".scale"), compared as two joined strings; no per-tensor
-    string or lookup is made. A weight whose scale is elsewhere, or any other layout: None."""
+    """`_fp4_elements` of one shard as releases write it, or None when it is not so written: the I8
+    weights in name order and the F8_E8M0 scales of the weights' `fp4_scale_shape`s in name order
+    (the shard's other scales, an F8_E4M3 weight's, set aside) are the same names (".weight" for
+    ".scale"), compared as two joined strings, and each weight's scale has its weight's
+    `fp4_scale_shape`, compared as two lists; no per-tensor string or lookup is made. A weight
+    whose scale is elsewhere, or any other layout (another order among them): None."""
     sep = "\0"
-    total = 0
-    distinct = set(weight_shapes)
-    for shape in distinct:
-        want = fp4_scale_shape(shape)
-        if want is None:
-            return None
-        picked = weights if len(distinct) == 1 else list(compress(weights, map(shape.__eq__, weight_shapes)))
-        theirs = list(compress(scales, map(want.__eq__, scale_shapes)))
-        joined = sep.join(picked) + sep
-        if not (len(theirs) == len(picked) and joined.count(sep) == len(picked)
-                and joined.count(".weight" + sep) == len(picked)
-                and joined.replace(".weight" + sep, ".scale" + sep) == sep.join(theirs) + sep):
-            return None
-        total += (FP4_PER_BYTE - 1) * shape[0] * shape[1] * len(picked)
-    return total
+    want = {shape: fp4_scale_shape(shape) for shape in set(weight_shapes)}
+    if None in want.values():
+        return None
+    kept = list(map(set(want.values()).__contains__, scale_shapes))
+    theirs = list(compress(scales, kept))
+    joined = sep.join(weights) + sep
+    if not (len(theirs) == len(weights) and joined.count(sep) == len(weights)
+            and joined.count(".weight" + sep) == len(weights)
+            and joined.replace(".weight" + sep, ".scale" + sep) == sep.join(theirs) + sep
+            and list(map(want.__getitem__, weight_shapes)) == list(compress(scale_shapes, kept))):
+        return None
+    return sum((FP4_PER_BYTE - 1) * shape[0] * shape[1] * weight_shapes.count(shape) for shape in want)
 
 
 def _fp4_elements(weights: list[str], weight_shapes: list, scales: list[str], scale_shapes: list) -> int:

@@ -19,7 +19,7 @@ Quantised weights: fp8(o, i) is `.weight` F8_E4M3 [o, i] plus `.scale` F8_E8M0
 from __future__ import annotations
 
 from functools import lru_cache
-from itertools import cycle, islice, product, repeat
+from itertools import product, repeat
 from math import ceil, prod
 
 from hccli.model.config.model import ModelConfig
@@ -89,16 +89,17 @@ class _Builder:
         template = [(f".{name}{suffix}", shape, dtype, fp4)
                     for name, o, i in linears for suffix, shape, dtype, fp4 in self._quantised(o, i)]
         suffixes, shapes, dtypes, fp4s = zip(*template)
-        # names by joining (expert prefix, suffix) pairs, the columns by C-level extends: ~95k tensors
+        # names by joining (expert prefix, suffix) pairs, the columns by C-level extends (the
+        # template's own columns repeated): ~95k tensors
         k = n * len(template)
         c = self.out
         c.name.extend(map("".join, product([f"{p}.ffn.experts.{x}" for x in range(n)], suffixes)))
-        c.shape.extend(islice(cycle(shapes), k))
-        c.dtype.extend(islice(cycle(dtypes), k))
+        c.shape.extend(shapes * n)
+        c.dtype.extend(dtypes * n)
         c.component.extend(repeat(component, k))
         c.layer.extend(repeat(self.layer, k))
         c.scope.extend(repeat(self.scope, k))
-        c.fp4_packed.extend(islice(cycle(fp4s), k))
+        c.fp4_packed.extend(fp4s * n)
         c.exact.extend(repeat(self.exact, k))
         c.shard.extend(repeat(shard, k))
         self.nbytes += n * sum(prod(shape) * DTYPE_BYTES[dtype] for shape, dtype in zip(shapes, dtypes))

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Iterable, Mapping
 from itertools import repeat
+from operator import itemgetter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,7 @@ COMPRESSED_TENSORS = "compressed-tensors"
 UNKNOWN = "unknown"
 DIALECTS = (RELEASE, RELEASE_PREFIXED, TRANSFORMERS_SAVED, TRANSFORMERS_MEMORY, MEGATRON, GGUF, MLX_LM,
             COMPRESSED_TENSORS)
+PACKING = (MLX_LM, COMPRESSED_TENSORS)  # packed their producers' way: checkpoint/verify/producers.py
 
 DESCRIPTIONS = {
     RELEASE: "DeepSeek release layout",
@@ -333,7 +335,12 @@ def detect_dialect(names: Iterable[str], config: Mapping[str, Any] | None = None
     transformers save or a prefixed release: the same HC spelling, not the same rest).
     quant: the kind of quantisation block the config holds (config_quant.QuantBlock.kind)."""
     names = names if isinstance(names, Collection) else list(names)
-    if names and not any(map(str.startswith, names, repeat(_NOT_RELEASE_ROOTS))):
+    first = next(iter(names), None)
+    # one set of names' first two characters stands for eight prefix tests a name: no name starts
+    # with another dialect's root when none starts with its first two (another's first name decides)
+    if first is not None and not first.startswith(_NOT_RELEASE_ROOTS) and (
+            set(map(itemgetter(slice(0, 2)), names)).isdisjoint(r[:2] for r in _NOT_RELEASE_ROOTS)
+            or not any(map(str.startswith, names, repeat(_NOT_RELEASE_ROOTS)))):
         # the common case, a release's ~100k names, decided by C-level scans alone
         first_release = next((n for n in names if n.startswith(RELEASE_ROOTS)), None)
         if first_release is not None:

@@ -134,7 +134,9 @@ def test_startup_quick(tmp_path):
     for name, r in rows.items():
         assert r["runs"] == 1 and r["median_s"] > 0 and r["cpu_median_s"] > 0
         assert r["ratio"] == pytest.approx(r["median_s"] / base["median_s"])
+        assert r["best_ratio"] == pytest.approx(r["best_s"] / base["best_s"])
         assert r["cpu_ratio"] == pytest.approx(r["cpu_median_s"] / base["cpu_median_s"])
+        assert r["goal"] == (None if name == "import typer, rich.console" else 1.2)  # issue 37's
         assert name in printed
 
 
@@ -154,7 +156,23 @@ def test_bench_inspect_quick(tmp_path):
     assert rows["--json"]["exit_code"] == 0 and rows["rich"]["exit_code"] == 0
     assert rows["--verify --json"]["exit_code"] in (0, 1)
     assert (rows["--json"]["must"], rows["--verify --json"]["must"], rows["rich"]["must"]) == (1.3, 2.2, 1.6)
-    assert "peak RSS of the hc commands" in printed
+    assert (rows["--json"]["goal"], rows["--verify --json"]["goal"], rows["rich"]["goal"]) == (1.0, 1.5, 1.2)
+    assert "peak RSS of the hc commands" in printed and doc["old"] is None
+
+
+def test_bench_inspect_quick_against_an_old_tree(tmp_path):
+    # the A/B in one run: a copy of this checkout as the "old" tree, its three commands beside ours
+    out = tmp_path / "inspect.json"
+    printed = ok(run("bench_inspect.py", "--quick", "--old", str(ROOT), "--json", str(out)))
+    doc = json.loads(out.read_text())
+    rows = {r["command"]: r for r in doc["rows"]}
+    assert list(rows) == ["floor", "peer", "--json", "--verify --json", "rich",
+                          "old --json", "old --verify --json", "old rich"]
+    for name in ("--json", "--verify --json", "rich"):
+        assert rows[name]["ratio_to_old"] == pytest.approx(rows[name]["median_s"] / rows[f"old {name}"]["median_s"])
+        assert rows[f"old {name}"]["exit_code"] == rows[name]["exit_code"]
+        assert f"{name}: " in printed
+    assert doc["old"] == str(ROOT)
 
 
 def test_bench_values_quick(tmp_path):

@@ -3,14 +3,16 @@
 It accepts only a header it has checked to the last rule, and returns None for anything else,
 valid or not: the careful path (header_careful.py) alone judges and words the rest, so the
 verdict is always the careful path's. msgspec decodes the bytes into typed records, checking in
-C that every entry's shape and data_offsets hold integers >= 0 and that the text is valid UTF-8
-JSON without NaN, lone surrogates or unbounded nesting.
+C that every entry's shape and data_offsets hold integers and that the text is valid UTF-8 JSON
+without NaN, lone surrogates or unbounded nesting.
 
 msgspec keeps only the last of repeated keys and skips fields it was not asked for; one count,
 with no second parse, rules both out: every ':' outside strings separates a key from its value,
 so a header whose ':' count equals the keys decoded (plus the ':' inside decoded strings) has no
 repeated key, no extra field and no other object anywhere. The same count for '-' proves there
-is no negative number, so no -0 (which decodes to the integer 0 but is a float to the reference).
+is no negative number (no integer below 0, which msgspec is not asked to refuse: a bound checked
+per value in C costs more than the count), so no -0 (which decodes to the integer 0 but is a
+float to the reference).
 Escapes that decode to ':' or '-' (or to surrogates) send the header to the careful path.
 The checks on the decoded records run as C-level maps over whole columns, not per entry.
 """
@@ -60,12 +62,33 @@ def parse_fast(body: bytes, n: int, file_size: int, name: str) -> Header | None:
         minuses = body.count(b"-") if b"-" in body else 0
         if not _counts_match(body.count(b":"), minuses, entries, has_metadata, metadata):
             return None
-        # A field left at its default (None, "") fails a check of _assemble with a TypeError or None.
+        # A field left at its default (None, "", an empty shape text) fails a check of _assemble
+        # with a TypeError or None, or the decode of its shape with a ValueError.
         records = entries.values()
-        return _assemble(entries, list(map(_ATTR_DTYPE, records)), list(map(_ATTR_SHAPE, records)),
-                         list(map(_ATTR_OFFSETS, records)), metadata, n, file_size, name)
+        texts = list(map(bytes, map(_ATTR_SHAPE, records)))
+        shape_of, count_of = _distinct_shapes(texts, decode[3])
+        return _assemble(entries, list(map(_ATTR_DTYPE, records)), list(map(shape_of.__getitem__, texts)),
+                         list(map(count_of.__getitem__, texts)), list(map(_ATTR_OFFSETS, records)), metadata, n,
+                         file_size, name)
     except (ValueError, TypeError, AttributeError, RecursionError):  # msgspec's errors are ValueErrors
         return None
+
+
+def _distinct_shapes(texts: list[bytes], decode: Callable[[bytes], tuple[int, ...]]
+                     ) -> tuple[dict[bytes, tuple[int, ...]], dict[bytes, int]]:
+    """(shape text -> shape, shape text -> elements), each distinct text decoded once (a header's
+    ~2,000 entries have a few dozen shapes). Equal shapes written apart ("[4]", "[ 4 ]") are one
+    tuple: one tuple per distinct shape, shared by every entry that has it (experts repeat a few
+    shapes thousands of times), is the memory of a 100k-tensor checkpoint. A text that is no
+    array of integers raises ValueError."""
+    shape_of: dict[bytes, tuple[int, ...]] = {}
+    count_of: dict[bytes, int] = {}
+    seen: dict[tuple[int, ...], tuple[int, ...]] = {}
+    for text in set(texts):
+        shape = decode(text)
+        shape_of[text] = seen.setdefault(shape, shape)
+        count_of[text] = math.prod(shape)
+    return shape_of, count_of
 
 
 def _metadata(body: bytes, decode) -> dict[str, str] | None:
@@ -106,29 +129,27 @@ def _counts_match(colons: int, minuses: int, entries: dict[str, Any], has_metada
     return colons == keys + strings.count(":") and minuses == strings.count("-")
 
 
-def _assemble(entries: dict[str, Any], dtypes: list, shapes: list, offsets: list, metadata: dict[str, str] | None,
-              n: int, file_size: int, name: str) -> Header | None:
+def _assemble(entries: dict[str, Any], dtypes: list, shapes: list, counts: list, offsets: list,
+              metadata: dict[str, str] | None, n: int, file_size: int, name: str) -> Header | None:
     """The common header, its entries in offset order with whole-byte dtypes, in fewer passes:
     with the tiling checked first (each entry begins where the one before ends, the first at 0),
     the ends are the running sums of the spans, so every span equals its elements x width
     exactly when the running sums of elements x width equal the ends; and no span exceeds the
     data size, so no span check is needed when the data size is within the reference's bound.
     Anything else goes to `_assemble_general`. Raises TypeError for columns of the wrong types.
-    The dtypes are DTYPES' own key strings already (msgspec's Literal): the column is kept as it is."""
+    The dtypes are DTYPES' own key strings already (msgspec's Literal): the column is kept as it is;
+    the shapes are one tuple per distinct shape and counts their elements (_distinct_shapes)."""
     widths = list(map(_BYTES.get, dtypes))  # TypeError for an unhashable dtype
     if None in widths:  # an unknown dtype, or F4/F6: bits that are no whole bytes
-        return _assemble_general(entries, dtypes, shapes, offsets, metadata, n, file_size, name)
+        return _assemble_general(entries, dtypes, shapes, counts, offsets, metadata, n, file_size, name)
     flat = list(chain.from_iterable(offsets))
     begins, ends = flat[0::2], flat[1::2]
     data_start = N_LEN + n
     data_size = file_size - data_start
     if not (begins[:1] in ([], [0]) and begins[1:] == ends[:-1]) or data_size > _MAX_SPAN:
-        return _assemble_general(entries, dtypes, shapes, offsets, metadata, n, file_size, name)
+        return _assemble_general(entries, dtypes, shapes, counts, offsets, metadata, n, file_size, name)
     if (ends[-1] if ends else 0) != data_size:
         return None
-    seen: dict[tuple[int, ...], tuple[int, ...]] = {}
-    shapes = list(map(seen.setdefault, shapes, shapes))  # see _assemble_general
-    counts = list(map(math.prod, shapes))
     if list(accumulate(map(mul, counts, widths))) != ends:
         return None
     if 0 in counts and not all(_fold_fits(s) for s, c in zip(shapes, counts) if c == 0):
@@ -137,25 +158,21 @@ def _assemble(entries: dict[str, Any], dtypes: list, shapes: list, offsets: list
                                    Columns(list(entries), dtypes, shapes, begins, ends))
 
 
-def _assemble_general(entries: dict[str, Any], dtypes: list, shapes: list, offsets: list,
+def _assemble_general(entries: dict[str, Any], dtypes: list, shapes: list, counts: list, offsets: list,
                       metadata: dict[str, str] | None, n: int, file_size: int, name: str) -> Header | None:
     """Apply the reference's per-entry rules and the tiling rule to whole columns. Raises
     TypeError for columns of the wrong types."""
-    # One str object per dtype name and one tuple per distinct shape, shared by every entry that has
-    # it (experts repeat a few shapes thousands of times): the memory of a 100k-tensor checkpoint.
+    # one str object per dtype name, shared by every entry that has it, as the shapes are
     dtypes = list(map(_DTYPE_NAMES.get, dtypes))  # TypeError for an unhashable dtype
     if None in dtypes:
         return None
     widths = list(map(DTYPES.__getitem__, dtypes))
-    seen: dict[tuple[int, ...], tuple[int, ...]] = {}
-    shapes = list(map(seen.setdefault, shapes, shapes))
     begins, ends = list(map(_FIRST, offsets)), list(map(_SECOND, offsets))
     spans = list(map(sub, ends, begins))
     # Tiling from 0 to the end of the file keeps every end within the file: the file's data size
     # bounds them all, so only it is checked against u64.
     if file_size - N_LEN - n > U64_MAX or spans and (min(spans) < 0 or max(spans) > _MAX_SPAN):
         return None
-    counts = list(map(math.prod, shapes))
     # elements * width == 8 * span: whole bytes, the span right, and (span <= u64 / 8) no overflow of
     # the bits or of the elements, whose every partial product is at most the whole when no dim is 0.
     if list(map(mul, counts, widths)) != list(map(mul, spans, repeat(8))):
@@ -202,8 +219,8 @@ def msgspec_installed() -> bool:
 
 
 def _msgspec_decoders() -> tuple[Callable[[bytes], Any], ...] | None:
-    """msgspec's decoders (the header, its metadata alone, an object of strings), built on first
-    use; None when msgspec is not installed."""
+    """msgspec's decoders (the header, its metadata alone, an object of strings, a shape), built
+    on first use; None when msgspec is not installed."""
     if not _DECODERS:
         _DECODERS.append(_build_msgspec_decoders())
     return _DECODERS[0]
@@ -214,9 +231,7 @@ def _build_msgspec_decoders():
         import msgspec
     except ImportError:
         return None
-    from typing import Annotated, Literal, Optional
-
-    natural = Annotated[int, msgspec.Meta(ge=0)]  # msgspec bounds stop at i64: u64 is checked after
+    from typing import Literal, Optional
 
     # Every field has a default so that __metadata__, an object of any keys, decodes too (its keys
     # are skipped; the second decoder reads it). A default left in a tensor entry fails a check.
@@ -224,13 +239,17 @@ def _build_msgspec_decoders():
     # its hash cached); any other string is a decode error, so the careful path words it.
     known = Literal[tuple(DTYPES)]  # type: ignore[valid-type]
 
+    # A shape is kept as its text (msgspec.Raw: no tuple and no integers made per entry, the JSON
+    # still checked) and each distinct text decoded by the fourth decoder (_distinct_shapes).
+    # Integers of any sign within msgspec's range (below 2**64): no '-' is left by _counts_match,
+    # and the u64 bounds are checked after.
     class Entry(msgspec.Struct, gc=False):
         dtype: known = ""  # type: ignore[valid-type]
-        shape: Optional[tuple[natural, ...]] = None
-        data_offsets: Optional[tuple[natural, natural]] = None
+        shape: msgspec.Raw = msgspec.Raw(b"")
+        data_offsets: Optional[tuple[int, int]] = None
 
     class MetadataOnly(msgspec.Struct, gc=False, rename={"metadata": METADATA_KEY}):
         metadata: Optional[dict[str, str]] = None
 
     return (msgspec.json.Decoder(dict[str, Optional[Entry]]).decode, msgspec.json.Decoder(MetadataOnly).decode,
-            msgspec.json.Decoder(dict[str, str]).decode)
+            msgspec.json.Decoder(dict[str, str]).decode, msgspec.json.Decoder(tuple[int, ...]).decode)

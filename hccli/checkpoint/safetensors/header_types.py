@@ -143,7 +143,8 @@ class Columns(NamedTuple):
 
 class ColumnHeader(Header):
     """A header the fast path validated as columns: the same Header, its TensorInfo records
-    built on first use (100k of them cost more than every total `inspect --json` prints)."""
+    built on first use (100k of them cost more than every total `inspect --json` prints). Its
+    entries tile the data from 0 in their order (the fast path builds one only then)."""
 
     @classmethod
     def of_columns(cls, name: str, header_len: int, data_start: int, file_size: int,

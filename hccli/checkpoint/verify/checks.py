@@ -207,7 +207,7 @@ def _config_findings(facts: Facts) -> list[Finding]:
     dialect = ckpt.dialect.dialect
     from hccli.checkpoint.verify import producers  # mlx-lm, compressed-tensors; what transformers leaves out
 
-    if dialect in producers.PACKING:
+    if dialect in D.PACKING:
         return [finding(code, msg) if sure or CODES[code][0] == "info" else
                 Finding(code, "warning", one_line(msg + " (inventory best effort for this family)", 400))
                 for code, msg, sure in producers.findings(ckpt, inventory, dialect)]

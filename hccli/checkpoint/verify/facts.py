@@ -256,27 +256,36 @@ def _sites(ckpt: Checkpoint, check_values: bool) -> list[SiteFacts]:
     # where reads cost a transfer the fn projections (2 MB a site, 169 MB for V4.1-Flash) are not fetched
     cheap = ckpt.store.bulk_reads_cheap
     out = []
-    for s in ckpt.hc_sites:
-        parts = {p: HcPart(s.tensor_name(p), info.name, info.shape, info.dtype, is_gguf(shard), info.nbytes)
-                 for p, (shard, info) in s.parts.items()}
-        values = []
-        for part in ("base", "scale", "fn") if check_values and cheap else ("base", "scale") if check_values else ():
-            got = parts.get(part)
-            if got is None or (got.dtype != "F32" and not got.in_gguf):
-                continue
-            if part != "fn" and got.nbytes > MAX_MIX_BYTES:
-                continue  # past the hc_mult bound: a shape finding, and its claimed size is not read
-            if part == "fn":
-                if got.nbytes > fn_budget:
-                    values.append((part, None, None, got.nbytes))
+    sources: dict[str, Any] = {}  # each shard opened once for the HC tensors it holds (two sites' worth)
+    try:
+        for s in ckpt.hc_sites:
+            parts = {p: HcPart(s.tensor_name(p), info.name, info.shape, info.dtype, is_gguf(shard), info.nbytes)
+                     for p, (shard, info) in s.parts.items()}
+            values = []
+            read = ("base", "scale", "fn") if check_values and cheap else ("base", "scale") if check_values else ()
+            for part in read:
+                got = parts.get(part)
+                if got is None or (got.dtype != "F32" and not got.in_gguf):
                     continue
-                fn_budget -= got.nbytes
-            try:
-                values.append((part, count_nonfinite(ckpt, s, part), None, 0))
-            except HcError as exc:  # a GGML type the gguf package cannot decode, past a bound, ...
-                values.append((part, None, exc.message, 0))
-        out.append(SiteFacts(s.name, s.site, tuple(s.tensor_name(p) for p in HC_PARTS if p not in s.parts), parts,
-                        tuple(values)))
+                if part != "fn" and got.nbytes > MAX_MIX_BYTES:
+                    continue  # past the hc_mult bound: a shape finding, and its claimed size is not read
+                if part == "fn":
+                    if got.nbytes > fn_budget:
+                        values.append((part, None, None, got.nbytes))
+                        continue
+                    fn_budget -= got.nbytes
+                try:
+                    shard = s.parts[part][0]
+                    if shard.file not in sources:
+                        sources[shard.file] = ckpt.source(shard)
+                    values.append((part, count_nonfinite(ckpt, s, part, sources[shard.file]), None, 0))
+                except HcError as exc:  # a GGML type the gguf package cannot decode, past a bound, ...
+                    values.append((part, None, exc.message, 0))
+            out.append(SiteFacts(s.name, s.site, tuple(s.tensor_name(p) for p in HC_PARTS if p not in s.parts),
+                                 parts, tuple(values)))
+    finally:
+        for src in sources.values():
+            src.close()
     return out
 
 

@@ -32,7 +32,6 @@ from hccli.model.packing import ct_packing, fp4_unpacked, logical_elements, mlx_
 from dataclasses import dataclass
 from hccli.base.vocab import parse_hc_name
 
-PACKING = (D.MLX_LM, D.COMPRESSED_TENSORS)  # dialects whose tensors are reconciled here
 PRODUCER = {D.MLX_LM: "mlx-lm", D.COMPRESSED_TENSORS: "compressed-tensors", D.TRANSFORMERS_SAVED: "transformers"}
 _BUFFER = ".ffn.gate.tid2eid"
 SIDE_ROLES = ("scales", "biases", "global_scale", "weight_shape", "zero_point", "activation")
