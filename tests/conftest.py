@@ -68,6 +68,23 @@ _MEASURED = ("import atexit, sys\n"
              "main()\n")
 
 
+def every_command() -> list[list[str]]:
+    """Every subcommand path of hc (["inspect"], ["cache", "list"], ...), walked from the app."""
+    import typer
+
+    from hccli.cli.app import register
+
+    out = []
+
+    def walk(group, path):
+        for name, cmd in sorted(getattr(group, "commands", {}).items()):
+            out.append([*path, name])
+            walk(cmd, [*path, name])
+
+    walk(typer.main.get_command(register()), [])
+    return out
+
+
 def run_hc_process(*args, env: dict | None = None, timeout: float = 120):
     """`hc ARGS` in a child process: (completed process with the measurement taken out of
     its stderr, seconds, the child's peak RSS in MiB)."""

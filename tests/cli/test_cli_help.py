@@ -2,7 +2,7 @@
 
 import pytest
 
-from conftest import run_hc
+from conftest import every_command, run_hc
 from hccli.cli.app import COMMANDS
 
 
@@ -19,19 +19,7 @@ def test_inspect_help_shows_the_hub_form_literally():
 
 
 def _every_command():
-    from hccli.cli.app import register
-
-    out = []
-
-    def walk(group, path):
-        for name, cmd in sorted(getattr(group, "commands", {}).items()):
-            out.append([*path, name])
-            walk(cmd, [*path, name])
-
-    import typer
-
-    walk(typer.main.get_command(register()), [])
-    return out
+    return every_command()
 
 
 # the value types typer writes for an option or argument; anything else in <...> is a placeholder

@@ -17,6 +17,7 @@ import subprocess
 
 import pytest
 
+from conftest import every_command
 from test_docs_commands import CASES, blocks, session, _run  # noqa: F401 - session: the fixture, reused
 
 TERMINAL = 80
@@ -77,19 +78,7 @@ def test_piped_prose_keeps_within_120_columns(session, page, index):
 # --help
 
 def _every_command() -> list[list[str]]:
-    import typer
-
-    from hccli.cli.app import register
-
-    out = [[]]
-
-    def walk(group, path):
-        for name, cmd in sorted(getattr(group, "commands", {}).items()):
-            out.append([*path, name])
-            walk(cmd, [*path, name])
-
-    walk(typer.main.get_command(register()), [])
-    return out
+    return [[]] + every_command()  # hc itself, then each subcommand
 
 
 def _help(session, command: list[str]) -> list[str]:
