@@ -128,16 +128,21 @@ def test_startup_quick(tmp_path):
     doc = json.loads(out.read_text())
     assert doc["quick"] is True
     rows = {r["command"]: r for r in doc["rows"]}
-    assert list(rows) == ["import typer, rich.console", "count-params (default)", "count-params --json",
-                          "count-params selection"]
+    assert list(rows) == ["import typer, rich.console", "rich tables alone (floor)", "count-params (default)",
+                          "count-params --json", "count-params selection"]
     base = rows["import typer, rich.console"]
     for name, r in rows.items():
         assert r["runs"] == 1 and r["median_s"] > 0 and r["cpu_median_s"] > 0
         assert r["ratio"] == pytest.approx(r["median_s"] / base["median_s"])
         assert r["best_ratio"] == pytest.approx(r["best_s"] / base["best_s"])
         assert r["cpu_ratio"] == pytest.approx(r["cpu_median_s"] / base["cpu_median_s"])
-        assert r["goal"] == (None if name == "import typer, rich.console" else 1.2)  # issue 37's
+        assert r["goal"] == (None if name in ("import typer, rich.console", "rich tables alone (floor)")
+                             else 1.2)  # issue 37's
         assert name in printed
+    # the floor prints count-params' own rows, taken from its --json in the same run, and computes nothing
+    for label in ("0-1", "2-7", "20-39", "491,547", "39,323,760"):
+        assert label in doc["floor_code"]
+    assert "hccli" not in doc["floor_code"] and "rich's tables alone:" in printed
 
 
 def test_bench_inspect_quick(tmp_path):
