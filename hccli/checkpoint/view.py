@@ -13,9 +13,11 @@ from __future__ import annotations
 
 import math
 import threading
+from itertools import chain, compress, repeat
+from operator import floordiv, itemgetter, mul, not_, sub
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
 import numpy as np
 
@@ -99,6 +101,7 @@ class HcTensor:
 
 
 _new = tuple.__new__
+_NAME = itemgetter(0)  # OtherTensor.name
 
 
 class OtherTensor(NamedTuple):  # ~96k of them at full scale: built in C, not by a dataclass __init__
@@ -121,7 +124,7 @@ class HcView:
     eps: float
     norm_eps: float
     hc: dict[str, HcTensor]
-    others: list[OtherTensor]
+    others: dict[str, OtherTensor]  # canonical name -> record: every tensor but the HC ones, in shard order
     config_note: ConfigUnusable | None = None  # the config.json beside it, set aside
     remote: bool = False  # each read is a round trip: worth overlapping
     counter: list[int] = field(default_factory=lambda: [0])
@@ -176,6 +179,59 @@ def read_both(a: HcView, b: HcView, groups: Iterable[list[HcName]]) -> Iterator[
                 yield ahead.popleft().result()
         while ahead:
             yield ahead.popleft().result()
+
+
+_PACKED = frozenset({"I8", "F8_E8M0"})  # the dtypes whose logical parameters release_params decides
+
+
+def _others(ckpt, stored_hc: set[str], gguf: bool) -> dict[str, OtherTensor]:
+    """canonical name -> record of every tensor but the HC ones (`stored_hc`), in shard order. ~100k
+    entries at full scale: built from the headers' columns by C-level passes; Python runs per tensor
+    only for those release_params decides (a release's fp4 weights and their scales)."""
+    if ckpt.unique:
+        cols = [s.header.columns for s in ckpt.readable()]
+    else:  # a name in two shards: the first occurrence's entry, as ckpt.tensors() keeps it
+        infos = [info for _, info in ckpt.tensors().values()]
+        cols = [(list(ckpt.tensors()), [i.dtype for i in infos], [i.shape for i in infos],
+                 [i.begin for i in infos], [i.end for i in infos])]
+    names: list[str] = []
+    dtypes: list[str] = []
+    shapes: list[tuple[int, ...]] = []
+    nbytes: list[int] = []
+    for c_names, c_dtypes, c_shapes, begins, ends in cols:
+        names += c_names
+        dtypes += c_dtypes
+        shapes += c_shapes
+        nbytes += map(sub, ends, begins)
+    dialect = ckpt.dialect.dialect
+    if gguf:
+        params = list(map(math.prod, shapes))
+    else:
+        # a validated entry's bytes are its elements x bits / 8: no product of dims per tensor
+        params = list(map(floordiv, map(mul, nbytes, repeat(8)), map(DTYPES.__getitem__, dtypes)))
+        packed_at = list(compress(range(len(dtypes)), map(_PACKED.__contains__, dtypes)))
+        if packed_at:
+            sig_of = dict(zip(names, zip(dtypes, shapes))).get  # stored name -> (dtype, shape)
+            for i in packed_at:
+                params[i] = release_params(names[i], dtypes[i], shapes[i], params[i], sig_of)
+        if dialect in (D.MLX_LM, D.COMPRESSED_TENSORS):  # a producer's packing (checkpoint/verify/producers.py)
+            from hccli.checkpoint.verify.producers import logical_by_name
+
+            params = list(map(logical_by_name(ckpt, dialect).get, names, params))
+    canons = names if dialect == D.RELEASE else [D.canonical_name(n, dialect) or n for n in names]
+    # tuple.__new__ is the C constructor; a NamedTuple's own __new__ is Python code, per tensor
+    records = list(compress(map(_new, repeat(OtherTensor), zip(canons, names, dtypes, shapes, nbytes, params)),
+                            map(not_, map(stored_hc.__contains__, names))))
+    return dict(zip(map(_NAME, records), records))
+
+
+def _shard_of(ckpt) -> dict[str, Any]:
+    """stored name -> the shard whose entry ckpt.tensors() keeps (the first holding it), by C-level
+    passes over the names alone: not the merged table's ~100k (shard, entry) pairs, of which diff
+    reads the few its selection keeps."""
+    shards = ckpt.readable()[::-1]  # later shards first: the first holding a name writes it last
+    return dict(zip(chain.from_iterable(s.header.names for s in shards),
+                    chain.from_iterable(repeat(s, len(s.header.names)) for s in shards)))
 
 
 # --- the model's shape without a config ---------------------------------------------------
@@ -240,39 +296,15 @@ def open_view(path: str | Path, config: str | Path | None = None, *, whole: bool
             h = parse_hc_name(site.tensor_name(part))
             hc[h.canonical()] = HcTensor(h, info.name, info.dtype, info.shape, info.nbytes, reader(site, part))
             stored_hc.add(info.name)
-    tensors = ckpt.tensors()
-    dialect = detection.dialect
-    others: list[OtherTensor] = []
-    get = tensors.get
+    others = _others(ckpt, stored_hc, gguf)
 
-    def sig_of(stored: str) -> tuple[str, tuple[int, ...]] | None:
-        t = get(stored)
-        return None if t is None else (t[1].dtype, t[1].shape)
-
-    packed = {}  # logical parameters through a producer's packing (checkpoint/verify/producers.py)
-    if dialect in (D.MLX_LM, D.COMPRESSED_TENSORS):
-        from hccli.checkpoint.verify.producers import logical_by_name
-
-        packed = logical_by_name(ckpt, dialect)
-    for name, (_, info) in tensors.items():
-        if name in stored_hc:
-            continue
-        canon = name if dialect == D.RELEASE else (D.canonical_name(name, dialect) or name)  # release: canonical
-        dt = info.dtype
-        if gguf:
-            params = info.n_elements
-        else:
-            # a validated entry's bytes are its elements x bits / 8: no product of dims per tensor
-            n = info.nbytes * 8 // DTYPES[dt]
-            params = n if dt not in ("I8", "F8_E8M0") else release_params(name, dt, info.shape, n, sig_of)
-            if packed:  # most dialects pack nothing: no lookup per tensor of a 100k-tensor view
-                params = packed.get(name, params)
-        # tuple.__new__ is the C constructor; a NamedTuple's own __new__ is Python code, per tensor
-        others.append(_new(OtherTensor, (canon, name, dt, info.shape, info.nbytes, params)))
+    shard_of: dict[str, Any] = {}
 
     def stream(stored: str) -> TensorStream | None:
-        shard, info = ckpt.tensors()[stored]
-        return H.value_stream(ckpt, shard, info, lambda src: CountingSource(src, counter))
+        if not shard_of:  # on the first value read: --values hc never builds it
+            shard_of.update(_shard_of(ckpt))
+        shard = shard_of[stored]
+        return H.value_stream(ckpt, shard, shard.header.by_name[stored], lambda src: CountingSource(src, counter))
 
     if cfg is not None:
         model = ModelShape(cfg.hc_mult, cfg.n_layers, cfg.dim, "config")

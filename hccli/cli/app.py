@@ -25,7 +25,7 @@ import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup
 
 from hccli import __version__
-from hccli.base.errors import EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, HcError
+from hccli.base.errors import EXIT_FINDINGS, EXIT_INPUT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_OK, HcError
 from hccli.base import interrupts
 from hccli.cli import help_style
 
@@ -275,9 +275,14 @@ def register(names=None) -> typer.Typer:
     return app
 
 
-# Commands whose successful runs end without interpreter teardown (see _end): they hold no
-# resources that only a finaliser releases, and freeing their readers' ~100k objects takes a while.
-_QUICK_EXIT = frozenset({"inspect", "count-params"})
+# Commands whose runs that answered (these exit codes: diff's 1 says a value changed) end without
+# interpreter teardown (see _end): they hold no resources that only a finaliser releases, and
+# freeing their readers' ~100k objects takes a while.
+_QUICK_EXIT = {"inspect": (EXIT_OK,), "count-params": (EXIT_OK,), "diff": (EXIT_OK, EXIT_FINDINGS)}
+# Commands that run with the cyclic GC off: they build ~500k long-lived, acyclic objects (headers,
+# index, tensor records) that a full collection would walk again and again, freeing nothing; the
+# process ends soon after (diff's compare allocates reused buffers and arrays, no cycles).
+_NO_GC = frozenset({"inspect", "diff"})
 # OpenBLAS starts a spinning thread per core when numpy is imported; inspect's few 4x4 matrices
 # need none, nor run-site's projections of a few tokens (threads spinning for busy cores make
 # them far slower than one thread). Only set where the user chose no thread count of their own.
@@ -297,9 +302,7 @@ def main() -> None:
     helping = "--help" in sys.argv or "-h" in sys.argv
     if first in _ONE_BLAS_THREAD and not helping and not any(k in os.environ for k in _BLAS_THREADS):
         os.environ["OPENBLAS_NUM_THREADS"] = "1"
-    if first == "inspect" and not helping:
-        # ~500k long-lived, acyclic objects (headers, index, tensor table): the cyclic GC would
-        # walk them again at every full collection, freeing nothing; the process ends soon after.
+    if first in _NO_GC and not helping:
         gc.disable()
     register([first] if first in COMMANDS and not helping else None)
     try:
@@ -332,8 +335,8 @@ def main() -> None:
         # or not; `python -m hccli` then ends, after the teardown, by killing itself with SIGINT
         # instead of exiting with our code. After a Ctrl-C the process therefore ends here.
         _end(code, stopped=True)
-    if code in (None, EXIT_OK) and first in _QUICK_EXIT and not helping:
-        _end(EXIT_OK)
+    if first in _QUICK_EXIT and (EXIT_OK if code is None else code) in _QUICK_EXIT[first] and not helping:
+        _end(EXIT_OK if code is None else code)
     sys.exit(code)
 
 

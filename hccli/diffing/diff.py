@@ -241,5 +241,5 @@ def build_diff(a: HcView, b: HcView, request: DiffRequest = DiffRequest(), *,
     return DiffReport(a.label, b.label, a.dialect.dialect, b.dialect.dialect, model, atol, rtol, tokens, seed,
                       tuple(rows), only_a, only_b, changed, comps, values, a.bytes_read, b.bytes_read,
                       a.config_note, b.config_note, (sampled,) if sampled else (), selection,
-                      len({*a.hc, *b.hc}), len({t.name for t in a.others} & {t.name for t in b.others}),
+                      len({*a.hc, *b.hc}), len(a.others.keys() & b.others.keys()),
                       a.damage, b.damage)

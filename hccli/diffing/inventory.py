@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import chain, compress, filterfalse
+from operator import itemgetter, ne, or_
 from typing import Collection
 
 from hccli.checkpoint.view import HcView, OtherTensor, component_of
@@ -49,28 +51,41 @@ def _inventory(v: HcView) -> dict[str, OtherTensor]:
     """canonical name -> its record, HC tensors included."""
     out = {t.canonical: OtherTensor(t.canonical, t.stored_name, t.dtype, t.shape, t.nbytes, math.prod(t.shape))
            for t in v.hc.values()}
-    out.update(zip([t.name for t in v.others], v.others))
+    out.update(v.others)
     return out
+
+
+_DTYPE, _SHAPE, _NBYTES, _PARAMS = map(itemgetter, range(2, 6))  # OtherTensor's fields, by place
 
 
 def compare_inventory(a: HcView, b: HcView, differ: Collection[str] = ()):
     """Names only in A or B, dtype or shape changes, and per component the tensors changed:
-    another dtype or shape, or values that were compared and differ (`differ`)."""
+    another dtype or shape, or values that were compared and differ (`differ`). ~100k names a side:
+    C-level passes over them, a component worked out once a name (both sides' in one pass)."""
     ia, ib = _inventory(a), _inventory(b)
-    only_a = tuple(n for n in ia if n not in ib)
-    only_b = tuple(n for n in ib if n not in ia)
-    comp = {n: component_of(n) for n in (*ia, *only_b)}
-    changed = tuple(Changed(n, comp[n], x.dtype, y.dtype, x.shape, y.shape)
-                    for n, x in ia.items() if (y := ib.get(n)) is not None and x[2:4] != y[2:4])
+    only_a = tuple(filterfalse(ib.__contains__, ia))
+    only_b = tuple(filterfalse(ia.__contains__, ib))
+    comp = dict(zip(chain(ia, only_b), map(component_of, chain(ia, only_b))))
+    shared = list(filter(ib.__contains__, ia)) if only_a else list(ia)
+    xa, xb = list(map(ia.__getitem__, shared)), list(map(ib.__getitem__, shared))
+    moved = compress(shared, map(or_, map(ne, map(_DTYPE, xa), map(_DTYPE, xb)),
+                                 map(ne, map(_SHAPE, xa), map(_SHAPE, xb))))
+    changed = tuple(Changed(n, comp[n], ia[n].dtype, ib[n].dtype, ia[n].shape, ib[n].shape) for n in moved)
     acc: dict[str, _InventoryTally] = {}
-    for side, inv, only in ((0, ia, set(only_a)), (1, ib, set(only_b))):
-        for n, x in inv.items():
-            c = acc.get(comp[n]) or acc.setdefault(comp[n], _InventoryTally())
-            c.tensors[side] += 1
-            c.bytes[side] += x.nbytes
-            c.params[side] += x.logical_params
-        for n in only:
-            acc[comp[n]].only_in[side] += 1
+    for side, inv, only in ((0, ia, only_a), (1, ib, only_b)):
+        # a component's names come in runs (a layer's experts, its attention): summed a run at a time
+        comps = list(map(comp.__getitem__, inv))
+        k = len(comps)
+        cuts = [0, *compress(range(1, k), map(ne, comps[1:], comps[:-1])), k] if k else []
+        records = inv.values()
+        nbytes, params = list(map(_NBYTES, records)), list(map(_PARAMS, records))
+        for x, y in zip(cuts, cuts[1:]):
+            t = acc.get(comps[x]) or acc.setdefault(comps[x], _InventoryTally())
+            t.tensors[side] += y - x
+            t.bytes[side] += sum(nbytes[x:y])
+            t.params[side] += sum(params[x:y])
+        for c in map(comp.__getitem__, only):
+            acc[c].only_in[side] += 1
     reshaped = {ch.name for ch in changed}
     differing = {n for n in differ if n in ia and n in ib}
     for n in reshaped | differing:

@@ -109,12 +109,13 @@ def hc_bytes(a: HcView, b: HcView, names: list[HcName]) -> int:
 
 def shared_others(a: HcView, b: HcView, selection: Selection) -> list[tuple[OtherTensor, OtherTensor]]:
     n_layers, n_stages = numbering(a, b)
-    oa = {t.name: t for t in a.others}
-    others = b.others
+    oa = a.others
+    names = b.others.keys()
     if selection.layers is not None:  # a C-level reject first: ~100k names, a few thousand under the layers
         starts = layer_prefixes(selection.layers, n_layers, n_stages)
-        others = [t for t in others if t.name.startswith(starts)]
-    return [(oa[t.name], t) for t in others if t.name in oa and selection.other(t.name, n_layers, n_stages)]
+        names = [n for n in names if n.startswith(starts)]
+    ob = b.others
+    return [(oa[n], ob[n]) for n in names if n in oa and selection.other(n, n_layers, n_stages)]
 
 
 def layer_prefixes(layers: frozenset[int], n_layers: int, n_stages: int) -> tuple[str, ...]:

@@ -1,11 +1,13 @@
-"""The console entry point's start and end: a successful inspect or count-params ends without
-the interpreter's teardown, yet flushes everything and runs the atexit functions; errors keep
+"""The console entry point's start and end: a successful inspect or count-params, and a diff that
+answered (0, or 1: a value changed), ends without the interpreter's teardown, yet flushes everything and runs the atexit functions; errors keep
 their codes; the GC and BLAS settings it makes stay within the hc process."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import struct
 import subprocess
 import sys
 
@@ -52,6 +54,35 @@ def test_a_quick_exit_still_writes_everything_and_runs_atexit(tiny):
     r = _hc("count-params", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["text_path"]["sites"] > 0
     assert "AT_EXIT blas=None" in r.stderr  # only inspect touches the BLAS setting
+
+
+def _one_value_changed(src, dst):
+    """A copy of src with the last byte of its first shard's largest non-HC tensor changed: (dst, name)."""
+    shutil.copytree(src, dst)
+    shard = sorted(dst.glob("*.safetensors"))[0]
+    with open(shard, "r+b") as f:
+        (size,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(size))
+        name, entry = max(((n, e) for n, e in header.items() if n != "__metadata__" and ".hc_" not in n),
+                          key=lambda kv: kv[1]["data_offsets"][1] - kv[1]["data_offsets"][0])
+        f.seek(8 + size + entry["data_offsets"][1] - 1)
+        old = f.read(1)
+        f.seek(-1, os.SEEK_CUR)
+        f.write(b"\x01" if old != b"\x01" else b"\x02")
+    return dst, name
+
+
+def test_a_diff_that_answered_ends_quickly_with_its_own_code(tiny, tmp_path):
+    b, name = _one_value_changed(tiny, tmp_path / "b")
+    r = _hc("diff", tiny, b, "--values", "all", "--json")
+    assert r.returncode == 1, r.stderr  # the answer's code, not the quick exit's 0
+    doc = json.loads(r.stdout)
+    assert [v["name"] for v in doc["values"] if v["status"] != "equal"] == [name]
+    assert "AT_EXIT blas=None gc=False" in r.stderr and "TEARDOWN" not in r.stderr
+    r = _hc("diff", tiny, tiny, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["exit_code"] == 0 and "TEARDOWN" not in r.stderr
+    r = _hc("diff", tiny, tmp_path / "nothing-here", "--json")
+    assert r.returncode == 2 and "TEARDOWN" in r.stderr  # an error ends normally
 
 
 def test_the_users_thread_count_is_kept(tiny):

@@ -202,3 +202,20 @@ def test_the_figures_do_not_hang_on_the_read_or_decode_sizes(tiny, tmp_path, mon
         monkeypatch.setattr(LocalFile, "chunk_bytes", chunk)
         monkeypatch.setattr(DV, "CHUNK_ELEMENTS", part)
         assert rows() == whole, (chunk, part)
+
+
+def test_a_name_in_two_shards_is_compared_and_counted_as_its_first_occurrence(hc, tiny, tmp_path):
+    """The first shard holding a name is the one read (the merged table's rule), whichever side's
+    bytes differ: a change in the later copy is not seen, one in the first is."""
+    def two_copies(dst, pokes_first=(), pokes_later=()):
+        side(tiny, dst, [("x.dup", "BF16", [8])], pokes_first)  # model-extra: indexed, read first
+        write_sparse_shard(dst / "model-late.safetensors", [("x.dup", "BF16", [16])], pokes_later)
+        return dst
+
+    a = two_copies(tmp_path / "a")
+    code, got = rows(hc, a, two_copies(tmp_path / "b", pokes_later=[("x.dup", 1, b"\x40")]))
+    assert (code, got["x.dup"]["status"]) == (0, "equal")
+    code, got = rows(hc, a, two_copies(tmp_path / "c", pokes_first=[("x.dup", 1, b"\x40")]))
+    assert (code, got["x.dup"]["status"], got["x.dup"]["max_abs"]) == (1, "differs", 2.0)
+    doc = hc("diff", a, tmp_path / "c", "--values", "all", "--json").json()
+    assert not doc["changed"]  # the first occurrence's shape ([8]) on both sides, not the later [16]

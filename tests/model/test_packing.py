@@ -26,7 +26,7 @@ def test_inventory_inspect_and_diff_give_one_figure(tmp_path):
 
     ck = tiny(tmp_path / "ck")
     view = open_view(ck)
-    seen = {t.stored_name: t.logical_params for t in view.others}
+    seen = {t.stored_name: t.logical_params for t in view.others.values()}
     seen.update((t.stored_name, math.prod(t.shape)) for t in view.hc.values())
     assert seen == want
     assert build_inspect(ck).logical_params == total
@@ -49,4 +49,4 @@ def test_widths_no_fp4_layout_has_count_a_byte_each(tmp_path):
     sigs = {n: (d, s) for n, d, s, _ in entries}
     assert sum(release_params(n, d, s, math.prod(s), sigs.get) for n, d, s, _ in entries) == expected
     assert build_inspect(f).logical_params == expected
-    assert sum(t.logical_params for t in open_view(f).others) == expected
+    assert sum(t.logical_params for t in open_view(f).others.values()) == expected
