@@ -285,7 +285,7 @@ def count_nonfinite(ckpt: Checkpoint, site: HcSiteTensors, part: str, source: By
     """NaN and Inf values in one of a site's tensors, read in bounded chunks (an fn
     projection is 2 MB in a real model, and whatever a header says in a hostile one). source:
     the part's shard, already open (a caller reading many tensors of one shard opens it once)."""
-    from hccli.checkpoint.values import count_nonfinite_f32, iter_tensor_bytes
+    from hccli.checkpoint.values import TensorStream, count_nonfinite_f32
 
     shard, info = site.parts[part]
     if info.dtype != "F32":  # decoded whole to float32, within read_part's bound
@@ -293,7 +293,7 @@ def count_nonfinite(ckpt: Checkpoint, site: HcSiteTensors, part: str, source: By
     if source is None:
         with ckpt.source(shard) as own:
             return count_nonfinite(ckpt, site, part, own)
-    return sum(map(count_nonfinite_f32, iter_tensor_bytes(source, shard.header, info, 8 << 20)))
+    return sum(map(count_nonfinite_f32, TensorStream(shard.header, info, lambda: source).chunks(source, source.chunk_bytes // 4)))
 
 
 def value_stream(ckpt: Checkpoint, shard: Shard, info: TensorInfo,

@@ -31,7 +31,7 @@ class ByteSource(ABC):
     def read(self, offset: int, length: int) -> bytes:
         """Exactly `length` bytes starting at `offset`, or SourceError."""
 
-    # the reads that suit this source when a tensor's bytes are streamed (values.iter_tensor_bytes):
+    # the reads that suit this source when a tensor's bytes are streamed (values.TensorStream):
     # few and large where each is a round trip
     chunk_bytes: int = 8 << 20
 

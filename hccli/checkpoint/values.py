@@ -156,15 +156,6 @@ def read_tensor(source: ByteSource, header: Header, name: str) -> np.ndarray:
     return values
 
 
-def iter_tensor_bytes(source: ByteSource, header: Header, info: TensorInfo, step: int) -> Iterator[bytes]:
-    """The stored bytes of `info`, an entry of `header`, `step` bytes a read (the last read
-    shorter): the caller picks a step of whole elements, or of whole blocks for a GGML quant. The
-    entry, not its name: a lookup by name builds the header's table of every entry."""
-    _check_size(source, header)
-    for start in range(0, info.nbytes, step):
-        yield source.read(info.abs_begin + start, min(step, info.nbytes - start))
-
-
 class TensorStream:
     """One tensor's stored bytes read a chunk at a time into one buffer reused all along (no
     allocation a read), and decoded to float64 only where the caller asks: the value path of
@@ -229,8 +220,9 @@ def count_nonfinite_f32(raw: bytes) -> int:
     """NaN and Inf values among little-endian float32 values, by C-level passes over the bytes
     (no numpy): a value can be one only where its high byte has the 7 exponent bits set, which
     no value of magnitude below 2^127 has, so the usual tensor is one look at those bytes."""
-    high = raw[3::4]
+    view = memoryview(raw)
+    high = view[3::4].tobytes()
     if b"\x7f" not in high and b"\xff" not in high:  # (two memchr: no table pass over the usual tensor)
         return 0
     return (int.from_bytes(high.translate(_EXP_HIGH7), "little")
-            & int.from_bytes(raw[2::4].translate(_EXP_LOW1), "little")).bit_count()
+            & int.from_bytes(view[2::4].tobytes().translate(_EXP_LOW1), "little")).bit_count()
