@@ -20,7 +20,6 @@ inputs, bit for bit.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
@@ -30,7 +29,7 @@ from hccli.bench import op as bench
 from hccli.bench import peers as P
 from hccli.bench.requests import SiteBenchRequest
 from hccli.bench.site_host import HC, PEER, time_site_host
-from hccli.bench.site_oracle import SiteCase, equal, max_err, measure, warm
+from hccli.bench.site_oracle import SiteCase, equal, max_err, statistic, time_impls
 from hccli.base.limits import MAX_BENCH_REPS, MAX_BENCH_WARMUP, MAX_SITE_BENCH_BYTES
 
 SITE_OPS = ("site-pre", "site-write")
@@ -239,55 +238,31 @@ def prepare(request: SiteBenchRequest, known: tuple[str, ...]) -> tuple[Any, str
 def run_site_bench(request: SiteBenchRequest,
                    progress: Callable[[int, int, str], None] | None = None) -> SiteBenchResult:
     """Time the site op on a CUDA GPU (default the first); HcError without one."""
-    op, reps, warmup = request.op, request.reps, request.warmup
+    op = request.op
     if op not in SITE_OPS:
         raise HcError(f"site op {op!r} is unknown; expected one of {', '.join(SITE_OPS)}")
     torch, dev, dtype, req = prepare(request, impl_names(op))
-    names, dim, stream, tokens, elem = req.impls, req.dim, req.stream, req.tokens, dtype.itemsize
+    names, dim, stream, elem = req.impls, req.dim, req.stream, dtype.itemsize
     skipped: dict[str, str] = {}
     peers, why_not = P.load(req.peers, tuple(e for e in P.ENGINES if e in names))
     skipped.update(why_not)
     impl_list = (_pre_impls(torch, dev, req, skipped, peers)
                  if op == "site-pre" else _write_impls(torch, req.impls, skipped, peers.get(PEER), stream))
     bpt = bytes_per_token(op, dim, elem)
-    samples = bench.timer(torch, True)
-    copy_gbps = bench.copy_bandwidth(torch, dev, 1 << 30)
-    g = torch.Generator(device=dev).manual_seed(req.seed % (1 << 64))  # any seed: torch takes 64 bits
-    rows: list[SiteBenchRow] = []
-    total, done = len(tokens) * len(impl_list), 0
-    with torch.no_grad():
-        for n in tokens:
-            nsets = max(1, min(8, math.ceil(bench.ROTATE_BYTES / (n * bpt))))
-            case = SiteCase(torch, req, n, dtype, dev, g, nsets)
-            eager_ms: dict[str, float] = {}
-            for impl, collapse, make in impl_list:
-                if progress:
-                    progress(done, total, f"{impl} {collapse} n={n:,}".replace("  ", " "))
-                call, outputs = make(case)
-                warm(torch, call, warmup)
-                got = outputs()
-                oracle = case.oracle[collapse]
-                errs = {k: max_err(v, oracle[k]) for k, v in got.items()}
-                name = "collapsed" if op == "site-pre" else "out"
-                ulps = {name: case.stream_roundings(torch, op, got, collapse)}
-                flags = _identical(torch, op, impl, collapse, got, case, req.sinkhorn_iters, req.eps)
-                ms, ms_min, calls = measure(samples, call, reps)
-                if impl == "eager":
-                    eager_ms[collapse] = ms
-                gbps = n * bpt / (ms * 1e-3) / 1e9
-                base_ms = eager_ms.get(collapse)
-                rows.append(SiteBenchRow(impl, collapse, n, ms, ms_min, calls, reps, n / (ms * 1e-3), gbps,
-                                    100.0 * gbps / copy_gbps, base_ms / ms if base_ms else None, errs, ulps, flags))
-                done += 1
-            del case
-            torch.cuda.empty_cache()
-    if progress:
-        progress(total, total, "done")
+    ulps_of = "collapsed" if op == "site-pre" else "out"
+
+    def judge(impl: str, collapse: str, case: SiteCase, got: dict[str, Any]) -> tuple:
+        oracle = case.oracle[collapse]
+        return ({k: max_err(v, oracle[k]) for k, v in got.items()},
+                {ulps_of: case.stream_roundings(torch, op, got, collapse)},
+                _identical(torch, op, impl, collapse, got, case, req.sinkhorn_iters, req.eps))
+
+    rows, copy_gbps = time_impls(torch, dev, req, impl_list, bpt,
+                                 lambda n, nsets, g: SiteCase(torch, req, n, dtype, dev, g, nsets),
+                                 "eager", judge, progress)
+    site_rows = [SiteBenchRow(*r) for r in rows]
     host_rows: tuple[Any, ...] = ()
     if req.host:
-        host_rows = time_site_host(torch, dev, req, dtype, rows, peers.get(PEER))
-    statistic = (f"median over {reps} samples of the per-call time of back-to-back calls as people call each "
-                 f"(CUDA events), after {max(1, warmup)} warm-up calls; inputs rotated over sets of >= "
-                 f"{bench.ROTATE_BYTES >> 20} MiB in all; errors against the float64 chain on the first set")
+        host_rows = time_site_host(torch, dev, req, dtype, site_rows, peers.get(PEER))
     return SiteBenchResult(op, bench.machine(torch, dev), HC, dim, stream, req.sinkhorn_iters, float(req.eps),
-                           float(req.norm_eps), bpt, copy_gbps, statistic, tuple(rows), skipped, host_rows)
+                           float(req.norm_eps), bpt, copy_gbps, statistic(req), tuple(site_rows), skipped, host_rows)

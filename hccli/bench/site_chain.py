@@ -25,7 +25,7 @@ from hccli.bench import peers as P
 from hccli.bench.requests import SiteBenchRequest
 from hccli.bench.site import prepare
 from hccli.bench.site_host import HC
-from hccli.bench.site_oracle import max_err, measure, warm
+from hccli.bench.site_oracle import max_err, statistic, time_impls
 
 CHAIN_OP = "site-chain"
 PAIR = "site_write+site_pre"
@@ -204,36 +204,14 @@ def run_chain_bench(request: SiteBenchRequest,
     skipped.update(why_not)
     impl_list = impls(torch, req, peers, skipped)
     bpt = bytes_per_token(req.dim, dtype.itemsize)
-    samples = bench.timer(torch, True)
-    copy_gbps = bench.copy_bandwidth(torch, dev, 1 << 30)
-    g = torch.Generator(device=dev).manual_seed(req.seed % (1 << 64))
-    rows: list[ChainBenchRow] = []
-    total, done = len(req.tokens) * len(impl_list), 0
-    with torch.no_grad():
-        for n in req.tokens:
-            case = ChainCase(torch, req, n, dtype, dev, g, max(1, min(8, math.ceil(bench.ROTATE_BYTES / (n * bpt)))))
-            ours_ms: dict[str, float] = {}
-            for impl, collapse, make in impl_list:
-                if progress:
-                    progress(done, total, f"{impl} {collapse} n={n:,}")
-                call, outputs = make(case)
-                warm(torch, call, req.warmup)
-                oracle = case.oracle[collapse]
-                errs = {k: max_err(v, oracle[k]) for k, v in outputs().items() if k in OUTPUTS}
-                ms, ms_min, calls = measure(samples, call, req.reps)
-                if impl == PAIR:
-                    ours_ms[collapse] = ms
-                gbps = n * bpt / (ms * 1e-3) / 1e9
-                base = ours_ms.get(collapse)
-                rows.append(ChainBenchRow(impl, collapse, n, ms, ms_min, calls, req.reps, n / (ms * 1e-3), gbps,
-                                          100.0 * gbps / copy_gbps, base / ms if base else None, errs))
-                done += 1
-            del case
-            torch.cuda.empty_cache()
-    if progress:
-        progress(total, total, "done")
-    statistic = (f"median over {req.reps} samples of the per-call time of back-to-back calls as people call "
-                 f"each (CUDA events), after {max(1, req.warmup)} warm-up calls; inputs rotated over sets of >= "
-                 f"{bench.ROTATE_BYTES >> 20} MiB in all; errors against the float64 chain on the first set")
+
+    def judge(impl: str, collapse: str, case: ChainCase, got: dict[str, Any]) -> tuple:
+        oracle = case.oracle[collapse]
+        return ({k: max_err(v, oracle[k]) for k, v in got.items() if k in OUTPUTS},)
+
+    rows, copy_gbps = time_impls(torch, dev, req, impl_list, bpt,
+                                 lambda n, nsets, g: ChainCase(torch, req, n, dtype, dev, g, nsets),
+                                 PAIR, judge, progress)
     return ChainBenchResult(CHAIN_OP, bench.machine(torch, dev), HC, req.dim, req.stream, req.sinkhorn_iters,
-                            float(req.eps), float(req.norm_eps), bpt, copy_gbps, statistic, tuple(rows), skipped)
+                            float(req.eps), float(req.norm_eps), bpt, copy_gbps, statistic(req),
+                            tuple(ChainBenchRow(*r) for r in rows), skipped)

@@ -127,3 +127,47 @@ def measure(samples: Callable[..., list[float]], call: Callable[[int], Any], rep
     calls = max(1, min(1000, int(bench.SAMPLE_MS / max(est, 1e-4))))
     times = samples(call, calls, reps)
     return statistics.median(times), min(times), calls
+
+
+def time_impls(torch: Any, dev: str, req: SiteBenchRequest, impl_list: list, bpt: int, new_case: Callable[..., Any],
+               base: str, judge: Callable[..., tuple], progress: Callable[[int, int, str], None] | None = None
+               ) -> tuple[list[tuple], float]:
+    """The site benches' one timing loop: every (impl, collapse, make) of `impl_list` at each token count of
+    `req`, on `new_case(n, nsets, generator)`'s inputs rotated past the L2 cache. Per run it returns
+    (impl, collapse, tokens, ms, ms_min, calls, reps, tokens/s, GB/s, % of copy, the `base` impl's ms
+    (same collapse) / this ms, *judge(impl, collapse, case, outputs)), and the copy bandwidth."""
+    samples = bench.timer(torch, True)
+    copy_gbps = bench.copy_bandwidth(torch, dev, 1 << 30)
+    g = torch.Generator(device=dev).manual_seed(req.seed % (1 << 64))  # any seed: torch takes 64 bits
+    rows: list[tuple] = []
+    total, done = len(req.tokens) * len(impl_list), 0
+    with torch.no_grad():
+        for n in req.tokens:
+            case = new_case(n, max(1, min(8, math.ceil(bench.ROTATE_BYTES / (n * bpt)))), g)
+            base_ms: dict[str, float] = {}
+            for impl, collapse, make in impl_list:
+                if progress:
+                    progress(done, total, f"{impl} {collapse} n={n:,}".replace("  ", " "))
+                call, outputs = make(case)
+                warm(torch, call, req.warmup)
+                judged = judge(impl, collapse, case, outputs())
+                ms, ms_min, calls = measure(samples, call, req.reps)
+                if impl == base:
+                    base_ms[collapse] = ms
+                gbps = n * bpt / (ms * 1e-3) / 1e9
+                vs = base_ms.get(collapse)
+                rows.append((impl, collapse, n, ms, ms_min, calls, req.reps, n / (ms * 1e-3), gbps,
+                             100.0 * gbps / copy_gbps, vs / ms if vs else None, *judged))
+                done += 1
+            del case
+            torch.cuda.empty_cache()
+    if progress:
+        progress(total, total, "done")
+    return rows, copy_gbps
+
+
+def statistic(req: SiteBenchRequest) -> str:
+    """How the site benches' times and errors are taken, in the result's words."""
+    return (f"median over {req.reps} samples of the per-call time of back-to-back calls as people call each "
+            f"(CUDA events), after {max(1, req.warmup)} warm-up calls; inputs rotated over sets of >= "
+            f"{bench.ROTATE_BYTES >> 20} MiB in all; errors against the float64 chain on the first set")
